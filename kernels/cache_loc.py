@@ -1,0 +1,169 @@
+"""Cache-location kernels: req_to_token <-> out_cache_loc, and the draft slot layout.
+
+See docs/kernels.md (cache locations) and conventions section 4. One Triton program per
+request. The packed start of each request in out_cache_loc is an exclusive cumsum computed on
+the device, and loop bounds are read from memory, so the wrappers never sync with the host and
+can run inside CUDA graph capture.
+"""
+from __future__ import annotations
+
+import torch
+
+import kernels._triton_env  # noqa: F401  (must precede `import triton`)
+import triton
+import triton.language as tl
+
+_BLOCK = 128
+
+
+@triton.jit
+def _packed_copy_kernel(
+    req_pool_ptr, r2t_ptr, start_ptr, end_ptr, packed_ptr, loc_ptr, stride_r2t, max_context,
+    TO_POOL: tl.constexpr, BLOCK: tl.constexpr,
+):
+    """TO_POOL: req_to_token[req, start + j] = loc[packed + j]; else the reverse."""
+    b = tl.program_id(0)
+    req = tl.load(req_pool_ptr + b).to(tl.int64)
+    start = tl.load(start_ptr + b).to(tl.int64)
+    length = tl.load(end_ptr + b).to(tl.int64) - start
+    packed = tl.load(packed_ptr + b)
+    row = r2t_ptr + req * stride_r2t + start
+    # A while loop: the Triton 3.6 interpreter cannot take a loaded scalar as a range bound.
+    off = 0
+    while off < length:
+        j = off + tl.arange(0, BLOCK)
+        ok = (j < length) & (start + j < max_context)
+        if TO_POOL:
+            loc = tl.load(loc_ptr + packed + j, mask=ok)
+            tl.store(row + j, loc.to(tl.int32), mask=ok)
+        else:
+            slot = tl.load(row + j, mask=ok)
+            tl.store(loc_ptr + packed + j, slot.to(tl.int64), mask=ok)
+        off += BLOCK
+
+
+def _packed_copy(req_pool_indices, req_to_token, start_offset, end_offset, out_cache_loc, to_pool):
+    bs = req_pool_indices.shape[0]
+    if bs == 0:
+        return
+    lens = (end_offset - start_offset).to(torch.int64)
+    packed_start = torch.cumsum(lens, 0) - lens  # on device: no host sync
+    _packed_copy_kernel[(bs,)](
+        req_pool_indices, req_to_token, start_offset, end_offset, packed_start, out_cache_loc,
+        req_to_token.stride(0), req_to_token.shape[1], TO_POOL=to_pool, BLOCK=_BLOCK,
+    )
+
+
+def assign_req_to_token_pool(req_pool_indices, req_to_token, start_offset, end_offset,
+                             out_cache_loc):
+    """Triton: req_to_token[req[b], start[b]:end[b]] = next (end-start) of out_cache_loc."""
+    _packed_copy(req_pool_indices, req_to_token, start_offset, end_offset, out_cache_loc, True)
+
+
+def assign_extend_cache_locs(req_pool_indices, req_to_token, start_offset, end_offset,
+                             out_cache_loc):
+    """Triton: out_cache_loc (packed in b order) = req_to_token[req[b], start[b]:end[b]]."""
+    _packed_copy(req_pool_indices, req_to_token, start_offset, end_offset, out_cache_loc, False)
+
+
+def _packed_index(req_pool_indices, start_offset, end_offset):
+    """(request row, position) of every packed element, in b order."""
+    lens = (end_offset - start_offset).long()
+    b = torch.repeat_interleave(torch.arange(lens.numel(), device=lens.device), lens)
+    j = torch.arange(b.numel(), device=lens.device) - (torch.cumsum(lens, 0) - lens)[b]
+    return req_pool_indices.long()[b], start_offset.long()[b] + j
+
+
+def assign_req_to_token_pool_ref(req_pool_indices, req_to_token, start_offset, end_offset,
+                                 out_cache_loc):
+    rows, pos = _packed_index(req_pool_indices, start_offset, end_offset)
+    req_to_token[rows, pos] = out_cache_loc[: pos.numel()].to(req_to_token.dtype)
+
+
+def assign_extend_cache_locs_ref(req_pool_indices, req_to_token, start_offset, end_offset,
+                                 out_cache_loc):
+    rows, pos = _packed_index(req_pool_indices, start_offset, end_offset)
+    out_cache_loc[: pos.numel()] = req_to_token[rows, pos].to(out_cache_loc.dtype)
+
+
+@triton.jit
+def _draft_locs_kernel(
+    req_pool_ptr, r2t_ptr, seq_lens_ptr, out_ptr, src_ptr, tgt_ptr, stride_r2t, max_context,
+    TOPK: tl.constexpr, NUM_STEPS: tl.constexpr, PAGE_SIZE: tl.constexpr,
+    BLOCK_OUT: tl.constexpr, BLOCK_COPY: tl.constexpr,
+):
+    b = tl.program_id(0).to(tl.int64)
+    row = r2t_ptr + tl.load(req_pool_ptr + b).to(tl.int64) * stride_r2t
+    seq_len = tl.load(seq_lens_ptr + b).to(tl.int64)
+    last = seq_len % PAGE_SIZE
+    base = seq_len - last
+    npb = (last + NUM_STEPS + PAGE_SIZE - 1) // PAGE_SIZE  # pages per branch
+    branch_span = npb * PAGE_SIZE
+
+    # Lane (k, s) in layout [topk, num_steps]: position base + k*npb*page + last + s.
+    idx = tl.arange(0, BLOCK_OUT)
+    ok = idx < TOPK * NUM_STEPS
+    pos = base + (idx // NUM_STEPS) * branch_span + last + idx % NUM_STEPS
+    slot = tl.load(row + pos, mask=ok & (pos < max_context), other=0)
+    tl.store(out_ptr + b * (TOPK * NUM_STEPS) + idx, slot.to(tl.int64), mask=ok)
+
+    if TOPK > 1 and PAGE_SIZE > 1:
+        # Prefix-tail copy lanes (k-1, j): branch k's first page repeats positions base..base+j.
+        n_copy: tl.constexpr = (TOPK - 1) * (PAGE_SIZE - 1)
+        c = tl.arange(0, BLOCK_COPY)
+        c_ok = c < n_copy
+        k = c // (PAGE_SIZE - 1) + 1
+        j = c % (PAGE_SIZE - 1)
+        real = c_ok & (j < last)  # lanes with j >= last copy reserved slot 0 onto itself
+        src = tl.load(row + base + j, mask=real & (base + j < max_context), other=0)
+        tgt_pos = base + k * branch_span + j
+        tgt = tl.load(row + tgt_pos, mask=real & (tgt_pos < max_context), other=0)
+        tl.store(src_ptr + b * n_copy + c, src.to(tl.int64), mask=c_ok)
+        tl.store(tgt_ptr + b * n_copy + c, tgt.to(tl.int64), mask=c_ok)
+
+
+def assign_draft_cache_locs(req_pool_indices, req_to_token, seq_lens, out_cache_loc,
+                            source_cache_loc, target_cache_loc, topk, num_steps, page_size):
+    """Triton: draft write slots [bs, topk, num_steps] and the prefix-tail copy lanes."""
+    bs = seq_lens.shape[0]
+    if bs == 0:
+        return
+    n_copy = (topk - 1) * (page_size - 1)
+    _draft_locs_kernel[(bs,)](
+        req_pool_indices, req_to_token, seq_lens, out_cache_loc, source_cache_loc,
+        target_cache_loc, req_to_token.stride(0), req_to_token.shape[1],
+        TOPK=topk, NUM_STEPS=num_steps, PAGE_SIZE=page_size,
+        BLOCK_OUT=triton.next_power_of_2(topk * num_steps),
+        BLOCK_COPY=triton.next_power_of_2(max(n_copy, 1)),
+    )
+
+
+def assign_draft_cache_locs_ref(req_pool_indices, req_to_token, seq_lens, out_cache_loc,
+                                source_cache_loc, target_cache_loc, topk, num_steps, page_size):
+    """Plain torch: the conventions section 4 formula, vectorized over [bs, topk, steps]."""
+    bs = seq_lens.shape[0]
+    dev = seq_lens.device
+    rows = req_to_token[req_pool_indices.long()].long()  # [bs, max_context]
+    seq = seq_lens.long()[:, None, None]
+    last = seq % page_size
+    base = seq - last
+    span = (last + num_steps + page_size - 1) // page_size * page_size
+    k = torch.arange(topk, device=dev)[None, :, None]
+    s = torch.arange(num_steps, device=dev)[None, None, :]
+    pos = base + k * span + last + s
+    out_cache_loc.copy_(rows.gather(1, pos.reshape(bs, -1)).reshape(-1))
+    if topk == 1 or page_size == 1:
+        return
+    k = torch.arange(1, topk, device=dev)[None, :, None]
+    j = torch.arange(page_size - 1, device=dev)[None, None, :]
+    real = (j < last).expand(bs, topk - 1, page_size - 1)
+    src_pos = (base + j).expand(bs, topk - 1, page_size - 1)
+    tgt_pos = base + k * span + j
+    zero = torch.zeros((), dtype=torch.long, device=dev)
+
+    def lanes(p):  # slot at p where the lane is real, else 0; p clamped so gather stays legal
+        got = rows.gather(1, p.clamp(max=rows.shape[1] - 1).reshape(bs, -1))
+        return torch.where(real.reshape(bs, -1), got, zero).reshape(-1)
+
+    source_cache_loc.copy_(lanes(src_pos))
+    target_cache_loc.copy_(lanes(tgt_pos))

@@ -1,0 +1,194 @@
+"""Tree construction for verify: mask, positions and retrieve links (conventions section 6).
+
+Semantics follow SGLang's `build_tree_efficient` (sgl-kernel eagle_utils.cu). Node 0 is the
+root (bonus token); node i >= 1 is global candidate `top_scores_index[b, i-1]` (ascending,
+so parents precede children). Two deliberate tightenings of SGLang's undefined corners:
+- a node whose parent is not selected is skipped (no links) and its mask walk stops there
+  (SGLang keeps walking with an out-of-range index and writes past the row);
+- a parent slot `g // topk` outside parent_list counts as "not selected" (SGLang reads out
+  of bounds). The mask walk is bounded by spec_steps steps (SGLang: unbounded).
+"""
+from __future__ import annotations
+
+import kernels._triton_env  # noqa: F401  (must precede the triton import)
+import torch
+import triton
+import triton.language as tl
+
+FULL_MASK = 0
+QLEN_ONLY = 1
+QLEN_ONLY_BITPACKING = 2
+
+
+def _bitpack_dtype(ndt: int) -> torch.dtype:
+    if ndt <= 8:
+        return torch.uint8
+    if ndt <= 16:
+        return torch.int16
+    if ndt <= 32:
+        return torch.int32
+    raise ValueError(f"QLEN_ONLY_BITPACKING supports ndt <= 32, got {ndt}")
+
+
+def _alloc_mask(mode, bs, ndt, seq_lens_sum, device):
+    if mode == FULL_MASK:
+        # Prefix columns are True; the kernel overwrites every tree column.
+        return torch.ones(seq_lens_sum * ndt + bs * ndt * ndt, dtype=torch.bool, device=device)
+    if mode == QLEN_ONLY:
+        return torch.zeros(bs * ndt * ndt, dtype=torch.bool, device=device)
+    if mode == QLEN_ONLY_BITPACKING:
+        return torch.zeros(bs * ndt, dtype=_bitpack_dtype(ndt), device=device)
+    raise ValueError(f"unknown tree_mask_mode {mode}")
+
+
+@triton.jit
+def _build_tree_kernel(parent_list, sel, seq_lens, mask_start, tree_mask, positions,
+                       r_index, r_next, r_sib, topk, spec_steps, pl_width,
+                       NDT: tl.constexpr, MODE: tl.constexpr, BLOCK: tl.constexpr):
+    # One program per request. Node vectors live on axis 0 ("rows"); the same index
+    # vector on axis 1 ("cols") lets us gather parent[cur] with a one-hot reduction,
+    # since Triton has no register gather.
+    b = tl.program_id(0).to(tl.int64)
+    nodes = tl.arange(0, BLOCK)
+    valid = nodes < NDT
+    is_draft = valid & (nodes >= 1)
+    seq_len = tl.load(seq_lens + b).to(tl.int64)
+
+    g = tl.load(sel + b * (NDT - 1) + (nodes - 1), mask=is_draft, other=-1)
+    tb = g // topk
+    has_cand = is_draft & (tb > 0) & (tb < pl_width)
+    pg = tl.load(parent_list + b * pl_width + tb, mask=has_cand, other=-1)
+    # Parent node = the node whose candidate index equals pg (first match, like SGLang).
+    match = (pg[:, None] == g[None, :]) & has_cand[:, None] & is_draft[None, :]
+    pos = tl.min(tl.where(match, nodes[None, :], BLOCK), axis=1)
+    # parent: 0 = root, >0 = node, -1 = none (root itself, padding, or parent not selected).
+    parent = tl.where(is_draft & (tb == 0), 0, tl.where(has_cand & (pos < BLOCK), pos, -1))
+
+    # Ancestor walk, all rows at once: at most spec_steps steps (the depth bound).
+    anc = (nodes[None, :] == 0) & valid[:, None]
+    depth = tl.zeros([BLOCK], dtype=tl.int64)
+    cur = nodes
+    active = is_draft
+    for _ in range(spec_steps):
+        hit = (nodes[None, :] == cur[:, None]) & active[:, None]
+        anc = anc | hit
+        depth += active.to(tl.int64)
+        p = tl.sum(tl.where(hit, parent[None, :], 0), axis=1)
+        active = active & (p > 0)  # stop at the root (0) or at a missing parent (-1)
+        cur = tl.where(active, p, cur)
+
+    row = b * NDT + nodes
+    tl.store(positions + row, seq_len + depth, mask=valid)
+    tl.store(r_index + row, row, mask=valid)
+    # First child = smallest node whose parent is n; next sibling = next larger node with
+    # the same (linked) parent. Same result as SGLang's descending insert-at-head.
+    child = (parent[None, :] == nodes[:, None]) & is_draft[None, :] & valid[:, None]
+    first = tl.min(tl.where(child, nodes[None, :], BLOCK), axis=1)
+    tl.store(r_next + row, tl.where(first < BLOCK, first, -1).to(tl.int64), mask=valid)
+    sib = ((parent[None, :] == parent[:, None]) & (parent[:, None] >= 0)
+           & (nodes[None, :] > nodes[:, None]) & is_draft[None, :])
+    nsib = tl.min(tl.where(sib, nodes[None, :], BLOCK), axis=1)
+    tl.store(r_sib + row, tl.where(nsib < BLOCK, nsib, -1).to(tl.int64), mask=valid)
+
+    in_tree = valid[:, None] & (nodes[None, :] < NDT)
+    if MODE == 0:  # FULL_MASK: row t has seq_len + NDT columns, tree columns after the prefix
+        start = tl.load(mask_start + b)
+        offs = start + nodes[:, None].to(tl.int64) * (seq_len + NDT) + seq_len + nodes[None, :]
+        tl.store(tree_mask + offs, anc, mask=in_tree)
+    elif MODE == 1:  # QLEN_ONLY
+        offs = row[:, None] * NDT + nodes[None, :]
+        tl.store(tree_mask + offs, anc, mask=in_tree)
+    else:  # QLEN_ONLY_BITPACKING: bit j = column j; int64 math, truncated by the store
+        bits = tl.full([BLOCK], 1, tl.int64) << nodes.to(tl.int64)
+        packed = tl.sum(tl.where(anc & in_tree, bits[None, :], 0), axis=1)
+        tl.store(tree_mask + row, packed.to(tree_mask.dtype.element_ty), mask=valid)
+
+
+def build_tree_kernel_efficient(bonus_tokens, parent_list, top_scores_index, draft_tokens,
+                                seq_lens, seq_lens_sum, topk, spec_steps, num_verify_tokens,
+                                tree_mask_mode=FULL_MASK):
+    bs, ndt, dev = seq_lens.shape[0], num_verify_tokens, seq_lens.device
+    tree_mask = _alloc_mask(tree_mask_mode, bs, ndt, seq_lens_sum, dev)
+    positions = torch.empty(bs * ndt, dtype=torch.int64, device=dev)
+    r_index, r_next, r_sib = (torch.empty(bs, ndt, dtype=torch.int64, device=dev) for _ in range(3))
+    # Start of each request's FULL_MASK block: earlier blocks are ndt*(seq_len+ndt) each.
+    sl = seq_lens.to(torch.int64)
+    mask_start = (torch.cumsum(sl, 0) - sl) * ndt + torch.arange(bs, device=dev) * ndt * ndt
+    pl = parent_list.contiguous()
+    pl_width = pl.shape[1] if pl.dim() == 2 else 0
+    if pl.numel() == 0:  # spec_steps == 1: never read, but give the kernel a real pointer
+        pl = torch.full((1,), -1, dtype=torch.int64, device=dev)
+    if bs > 0:
+        _build_tree_kernel[(bs,)](
+            pl, top_scores_index.contiguous(), seq_lens.contiguous(), mask_start, tree_mask,
+            positions, r_index, r_next, r_sib, topk, spec_steps, pl_width,
+            NDT=ndt, MODE=tree_mask_mode, BLOCK=max(2, triton.next_power_of_2(ndt)))
+    tokens = torch.cat([bonus_tokens.reshape(bs, 1), draft_tokens.reshape(bs, ndt - 1)], 1)
+    return tree_mask, positions, r_index, r_next, r_sib, tokens.flatten().to(torch.int64)
+
+
+def build_tree_kernel_efficient_ref(bonus_tokens, parent_list, top_scores_index, draft_tokens,
+                                    seq_lens, seq_lens_sum, topk, spec_steps, num_verify_tokens,
+                                    tree_mask_mode=FULL_MASK):
+    """Plain-Python mirror of SGLang's per-request loops (with the tightenings above)."""
+    bs, ndt, dev = seq_lens.shape[0], num_verify_tokens, seq_lens.device
+    sel_all = top_scores_index.tolist()
+    pl_all = parent_list.tolist() if parent_list.numel() else [[] for _ in range(bs)]
+    lens = seq_lens.tolist()
+    rows, pos = [], []
+    r_next = [[-1] * ndt for _ in range(bs)]
+    r_sib = [[-1] * ndt for _ in range(bs)]
+    for b in range(bs):
+        sel, pl = sel_all[b], pl_all[b]
+
+        def parent_node(i):  # 0 = root, >0 = node, -1 = parent not selected
+            tb = sel[i - 1] // topk
+            if tb == 0:
+                return 0
+            if tb >= len(pl) or pl[tb] not in sel:
+                return -1
+            return sel.index(pl[tb]) + 1
+
+        for i in range(ndt - 1, 0, -1):  # descending, insert at head -> ascending lists
+            par = parent_node(i)
+            if par < 0:
+                continue
+            if r_next[b][par] != -1:
+                r_sib[b][i] = r_next[b][par]
+            r_next[b][par] = i
+        for t in range(ndt):
+            row, depth, cur = [False] * ndt, 0, t
+            row[0] = True
+            if t > 0:
+                for _ in range(spec_steps):
+                    row[cur] = True
+                    depth += 1
+                    cur = parent_node(cur)
+                    if cur <= 0:
+                        break
+            rows.append(row)
+            pos.append(lens[b] + depth)
+
+    mask = torch.tensor(rows, dtype=torch.bool).reshape(bs, ndt, ndt)
+    if tree_mask_mode == FULL_MASK:
+        parts = [torch.cat([torch.ones(ndt, lens[b], dtype=torch.bool), mask[b]], 1).flatten()
+                 for b in range(bs)]
+        tree_mask = torch.cat(parts) if parts else torch.ones(0, dtype=torch.bool)
+        assert tree_mask.numel() == seq_lens_sum * ndt + bs * ndt * ndt
+    elif tree_mask_mode == QLEN_ONLY:
+        tree_mask = mask.flatten()
+    elif tree_mask_mode == QLEN_ONLY_BITPACKING:
+        dtype = _bitpack_dtype(ndt)
+        packed = (mask.reshape(bs * ndt, ndt).long() << torch.arange(ndt)).sum(-1)
+        if dtype != torch.uint8:  # wrap into the signed type (bit ndt-1 is the sign bit)
+            nbits = torch.iinfo(dtype).bits
+            packed = torch.where(packed >= 2 ** (nbits - 1), packed - 2 ** nbits, packed)
+        tree_mask = packed.to(dtype)
+    else:
+        raise ValueError(f"unknown tree_mask_mode {tree_mask_mode}")
+    positions = torch.tensor(pos, dtype=torch.int64)
+    r_index = torch.arange(bs * ndt, dtype=torch.int64).reshape(bs, ndt)
+    tokens = torch.cat([bonus_tokens.reshape(bs, 1).cpu(), draft_tokens.reshape(bs, ndt - 1).cpu()], 1)
+    outs = (tree_mask, positions, r_index, torch.tensor(r_next, dtype=torch.int64).reshape(bs, ndt),
+            torch.tensor(r_sib, dtype=torch.int64).reshape(bs, ndt), tokens.flatten().to(torch.int64))
+    return tuple(o.to(dev) for o in outs)

@@ -1,0 +1,64 @@
+"""The attention backend: the seam between the model and the paged KV pool.
+
+One interface, two implementations sharing all bookkeeping (`build_metadata`): Triton
+kernels, and plain torch for fast CPU runs. Graph runners only ever call the three
+`init_forward_metadata*` entry points; they never touch the metadata's insides.
+"""
+from __future__ import annotations
+
+import torch
+
+import kernels
+from specdec.attention.forward_batch import ForwardBatch
+from specdec.attention.metadata import AttentionMetadata, build_metadata
+from specdec.memory.kv_pool import KVPool
+
+
+class AttentionBackend:
+    paged_attention = staticmethod(kernels.paged_attention_ref)
+    store_kv_cache = staticmethod(kernels.store_kv_cache_ref)
+
+    def __init__(self, pool: KVPool, req_to_token: torch.Tensor, page_size: int,
+                 sm_scale: float) -> None:
+        self.pool = pool
+        self.req_to_token = req_to_token
+        self.page_size = page_size
+        self.sm_scale = sm_scale
+
+    # -- eager ---------------------------------------------------------------------------
+    def init_forward_metadata(self, fb: ForwardBatch) -> None:
+        """Build metadata for `fb` exactly as it will run (after any padding)."""
+        fb.attn_metadata = build_metadata(fb, self.req_to_token, self.page_size)
+
+    # -- CUDA graphs ---------------------------------------------------------------------
+    def init_forward_metadata_capture_cuda_graph(self, fb: ForwardBatch) -> AttentionMetadata:
+        """At capture: build metadata into tensors the graph will keep reading (static)."""
+        fb.attn_metadata = build_metadata(fb, self.req_to_token, self.page_size)
+        return fb.attn_metadata
+
+    def init_forward_metadata_replay_cuda_graph(self, fb: ForwardBatch,
+                                                static: AttentionMetadata) -> None:
+        """At replay: refill the captured metadata tensors in place from `fb`."""
+        static.copy_(build_metadata(fb, self.req_to_token, self.page_size))
+
+    # -- the layer call ------------------------------------------------------------------
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int,
+                fb: ForwardBatch) -> torch.Tensor:
+        md: AttentionMetadata = fb.attn_metadata
+        k_buf, v_buf = self.pool.k_buffers[layer_id], self.pool.v_buffers[layer_id]
+        self.store_kv_cache(k_buf, v_buf, md.write_loc, k, v)
+        return self.paged_attention(q, k_buf, v_buf, md.page_table, md.row_seq, md.row_kv_len,
+                                    md.row_mask_start, md.row_mask_offset, md.custom_mask,
+                                    self.page_size, self.sm_scale)
+
+
+class TorchAttnBackend(AttentionBackend):
+    """Plain torch: fast on CPU, the same semantics as the kernels."""
+
+
+class TritonAttnBackend(AttentionBackend):
+    paged_attention = staticmethod(kernels.paged_attention)
+    store_kv_cache = staticmethod(kernels.store_kv_cache)
+
+
+BACKENDS = {"torch": TorchAttnBackend, "triton": TritonAttnBackend}

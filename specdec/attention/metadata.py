@@ -1,0 +1,79 @@
+"""Attention metadata: what every forward's attention reads and where it writes.
+
+Shared by both backends (Triton and torch); built by `init_forward_metadata`. The forward's
+KV write targets are baked in here, at init time, as SGLang's DeepSeek-V4 backend does: so the
+caller must hand in the batch exactly as it will run (after padding), and in the multi-step
+draft, the step's own slice of the draft layout.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from specdec.attention.forward_batch import ForwardBatch, ForwardMode
+from specdec.spec.layout import branch_page_table, per_step_draft_out_cache_loc
+
+
+@dataclass
+class AttentionMetadata:
+    write_loc: torch.Tensor        # [N] int64: slots this forward stores its K/V into
+    page_table: torch.Tensor       # [num_seqs, max_pages] int32
+    row_seq: torch.Tensor          # [N] int32: which page-table row each query row reads
+    row_kv_len: torch.Tensor       # [N] int32: virtual KV positions [0, len) are candidates
+    row_mask_start: torch.Tensor   # [N] int32: positions >= this consult the custom mask
+    row_mask_offset: torch.Tensor  # [N] int64: -1 = no mask
+    custom_mask: torch.Tensor      # bool
+
+    def copy_(self, other: "AttentionMetadata") -> None:
+        """Fill static buffers (graph replay) from freshly built metadata of the same shapes."""
+        for name in self.__dataclass_fields__:
+            getattr(self, name).copy_(getattr(other, name))
+
+
+def request_page_table(req_to_token: torch.Tensor, req_pool_indices: torch.Tensor,
+                       page_size: int) -> torch.Tensor:
+    """Page ids of each request `[bs, max_context // page_size]` (allocation is page aligned)."""
+    return (req_to_token[req_pool_indices][:, ::page_size] // page_size).to(torch.int32)
+
+
+def build_metadata(fb: ForwardBatch, req_to_token: torch.Tensor, page_size: int,
+                   write_loc: torch.Tensor | None = None) -> AttentionMetadata:
+    """Metadata for `fb` as it will run. `write_loc` overrides the baked write targets."""
+    dev = fb.input_ids.device
+    n = fb.num_tokens
+    pages = request_page_table(req_to_token, fb.req_pool_indices, page_size)
+    no_mask = torch.full((n,), -1, dtype=torch.int64, device=dev)
+    zeros32 = torch.zeros(n, dtype=torch.int32, device=dev)
+    dummy_mask = torch.ones(1, dtype=torch.bool, device=dev)
+    if fb.mode is ForwardMode.DRAFT_DECODE:
+        if write_loc is None:
+            write_loc = per_step_draft_out_cache_loc(
+                fb.out_cache_loc, fb.batch_size, fb.topk, fb.num_steps)[fb.draft_step]
+        table = branch_page_table(pages, fb.kv_prefix_lens, fb.topk, fb.num_steps, page_size)
+        kv_len = fb.kv_prefix_lens.repeat_interleave(fb.topk) + fb.draft_step + 1
+        row_seq = torch.arange(n, device=dev, dtype=torch.int32)
+        return AttentionMetadata(write_loc, table, row_seq, kv_len.to(torch.int32), zeros32,
+                                 no_mask, dummy_mask)
+    if write_loc is None:
+        write_loc = fb.out_cache_loc
+    if fb.mode is ForwardMode.TARGET_VERIFY:
+        ndt = fb.num_draft_tokens
+        row_seq = torch.arange(n, device=dev) // ndt
+        t = torch.arange(n, device=dev) % ndt
+        seq = fb.seq_lens[row_seq]
+        # FULL_MASK layout: request b's block starts after ndt*(seq_len + ndt) entries per
+        # earlier request; its row t has seq_len + ndt columns, prefix columns included.
+        block = fb.num_draft_tokens * (fb.seq_lens + ndt)
+        block_start = torch.cumsum(block, 0) - block
+        offset = block_start[row_seq] + t * (seq + ndt)
+        return AttentionMetadata(write_loc, pages, row_seq.to(torch.int32),
+                                 (seq + ndt).to(torch.int32), zeros32, offset, fb.custom_mask)
+    # EXTEND, DECODE, DRAFT_EXTEND: packed causal rows.
+    lens = fb.extend_lens
+    starts = torch.cumsum(lens, 0) - lens
+    row_seq = torch.repeat_interleave(torch.arange(fb.batch_size, device=dev), lens, output_size=n)
+    j = torch.arange(n, device=dev) - starts[row_seq]
+    kv_len = fb.kv_prefix_lens[row_seq] + j + 1
+    return AttentionMetadata(write_loc, pages, row_seq.to(torch.int32), kv_len.to(torch.int32),
+                             zeros32, no_mask, dummy_mask)

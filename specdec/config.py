@@ -1,0 +1,96 @@
+"""Model shapes and speculative configuration, validated on construction."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """A Llama-architecture shape. Weights are seeded random unless loaded."""
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    rope_theta: float = 10000.0
+    rms_norm_eps: float = 1e-5
+    tie_word_embeddings: bool = False
+    max_position: int = 8192
+
+    def __post_init__(self) -> None:
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(
+                f"num_heads={self.num_heads} must be a multiple of num_kv_heads={self.num_kv_heads}"
+            )
+        if self.head_dim % 2:
+            raise ValueError(f"head_dim={self.head_dim} must be even (RoPE rotates pairs)")
+
+
+MODEL_SHAPES: dict[str, ModelConfig] = {
+    # CPU tests: two layers, GQA 4:2, untied head, a vocabulary that is no power of two.
+    "tiny": ModelConfig(vocab_size=320, hidden_size=64, intermediate_size=128, num_layers=2,
+                        num_heads=4, num_kv_heads=2, head_dim=16),
+    "tiny-tied": ModelConfig(vocab_size=320, hidden_size=64, intermediate_size=128, num_layers=2,
+                             num_heads=4, num_kv_heads=2, head_dim=16, tie_word_embeddings=True),
+    "small": ModelConfig(vocab_size=4096, hidden_size=512, intermediate_size=1408, num_layers=4,
+                         num_heads=8, num_kv_heads=4, head_dim=64),
+    "llama-1b": ModelConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192,
+                            num_layers=16, num_heads=32, num_kv_heads=8, head_dim=64,
+                            rope_theta=500000.0, tie_word_embeddings=True),
+    "llama-8b": ModelConfig(vocab_size=128256, hidden_size=4096, intermediate_size=14336,
+                            num_layers=32, num_heads=32, num_kv_heads=8, head_dim=128,
+                            rope_theta=500000.0),
+}
+
+
+def model_config(name: str) -> ModelConfig:
+    if name not in MODEL_SHAPES:
+        raise ValueError(f"unknown model shape {name!r}; known shapes: {sorted(MODEL_SHAPES)}")
+    return MODEL_SHAPES[name]
+
+
+def max_draft_tokens(topk: int, num_steps: int) -> int:
+    """The most tree nodes (root included) that topk and num_steps can produce."""
+    return topk + (num_steps - 1) * topk * topk + 1
+
+
+@dataclass(frozen=True)
+class SpecConfig:
+    """EAGLE drafting: branching factor, draft depth and verify-tree size (root included)."""
+
+    topk: int = 1
+    num_steps: int = 3
+    num_draft_tokens: int = field(default=0)
+
+    def __post_init__(self) -> None:
+        if self.topk < 1:
+            raise ValueError(f"topk={self.topk} must be >= 1")
+        if self.num_steps < 1:
+            raise ValueError(f"num_steps={self.num_steps} must be >= 1")
+        ndt = self.num_draft_tokens or (self.num_steps + 1 if self.topk == 1 else 0)
+        if ndt == 0:
+            raise ValueError(f"num_draft_tokens must be given when topk={self.topk} > 1")
+        object.__setattr__(self, "num_draft_tokens", ndt)
+        if self.topk == 1 and ndt != self.num_steps + 1:
+            raise ValueError(
+                f"num_draft_tokens={ndt} must equal num_steps + 1 = {self.num_steps + 1} when topk == 1"
+            )
+        top = max_draft_tokens(self.topk, self.num_steps)
+        if not 2 <= ndt <= top:
+            raise ValueError(
+                f"num_draft_tokens={ndt} is not in [2, {top}] (topk={self.topk}, "
+                f"num_steps={self.num_steps} give at most topk + (num_steps-1)*topk^2 + 1 = {top})"
+            )
+        if ndt > 64:
+            raise ValueError(f"num_draft_tokens={ndt} exceeds the supported maximum of 64")
+
+    @property
+    def ndt(self) -> int:
+        return self.num_draft_tokens
+
+    def check_vocab(self, vocab_size: int) -> None:
+        if self.topk > vocab_size:
+            raise ValueError(f"topk={self.topk} exceeds the vocabulary size {vocab_size}")

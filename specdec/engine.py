@@ -1,0 +1,147 @@
+"""The public engine: `Engine(...).generate(prompts)`, speculative or plain greedy."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from specdec.attention.backend import BACKENDS
+from specdec.config import SpecConfig, model_config
+from specdec.memory.kv_pool import KVPool
+from specdec.memory.manager import MemoryManager
+from specdec.memory.req_pool import DraftStatePool
+from specdec.kernel_set import kernel_set
+from specdec.model.eagle import EagleHead
+from specdec.model.llama import LlamaModel, init_weights
+from specdec.request import Req
+from specdec.rounds import RoundRunner
+from specdec.validate import check_prompts, reserve_margin
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass
+class Stats:
+    rounds: int = 0          # speculative rounds (one per batch step)
+    req_rounds: int = 0      # request-rounds: a request taking part in a round
+    drafted: int = 0         # draft tokens proposed (ndt - 1 per request-round)
+    accepted: int = 0        # draft tokens accepted
+    def __str__(self) -> str:
+        return (f"rounds={self.rounds} drafted={self.drafted} accepted={self.accepted} "
+                f"mean_acceptance_length={self.mean_acceptance_length:.3f}")
+
+    @property
+    def mean_acceptance_length(self) -> float:
+        """Tokens committed per request-round: accepted drafts + the bonus."""
+        return (self.accepted + self.req_rounds) / self.req_rounds if self.req_rounds else 0.0
+
+
+class Engine:
+    def __init__(self, model: str = "tiny", spec: SpecConfig | None = None, draft: str = "eagle",
+                 page_size: int = 1, cuda_graph: bool = False, device: str = "cpu",
+                 dtype: str = "float32", seed: int = 0, max_batch: int = 32,
+                 max_context: int = 512, num_pages: int | None = None,
+                 attention: str | None = None) -> None:
+        if page_size < 1 or page_size > 64 or page_size & (page_size - 1):
+            raise ValueError(f"page_size={page_size}: must be a power of two from 1 to 64")
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype={dtype!r}: expected one of {sorted(DTYPES)}")
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"device={device!r} but CUDA is not available here; use device='cpu'")
+        if max_batch < 1:
+            raise ValueError(f"max_batch={max_batch} must be >= 1")
+        self.cfg = model_config(model) if isinstance(model, str) else model
+        if spec is not None:
+            spec.check_vocab(self.cfg.vocab_size)
+        if max_context > self.cfg.max_position:
+            raise ValueError(f"max_context={max_context} exceeds the model's max_position "
+                             f"{self.cfg.max_position}")
+        self.spec, self.page_size, self.seed = spec, page_size, seed
+        self.device, self.dtype = torch.device(device), DTYPES[dtype]
+        self.max_batch = max_batch
+        self.max_context = math.ceil(max_context / page_size) * page_size
+        impl = attention or ("triton" if self.device.type == "cuda" else "torch")
+        if impl not in BACKENDS:
+            raise ValueError(f"attention={impl!r}: expected one of {sorted(BACKENDS)}")
+        self.kernels = kernel_set(impl)
+        self.recorder = None  # harness trace hook; None costs nothing
+        self.stats = Stats()
+
+        self.target = self._build(LlamaModel(self.cfg), seed)
+        self.drafter = self._build_drafter(draft, seed) if spec is not None else None
+        self.draft_kind = draft if spec is not None else None
+        pages_per_req = self.max_context // page_size
+        num_pages = num_pages or max_batch * pages_per_req + 1
+        self.memory = MemoryManager(max_batch, self.max_context, num_pages, page_size,
+                                    self.kernels, self.device)
+        slots = num_pages * page_size
+        self.target_backend = self._backend(impl, self.cfg, slots)
+        if spec is not None:
+            dcfg = self.drafter.cfg
+            self.draft_backend = self._backend(impl, dcfg, slots, layers=len(self.drafter.layers))
+            self.draft_state = DraftStatePool(max_batch, dcfg.hidden_size, spec.topk, self.dtype,
+                                              self.device)
+        self.rounds = RoundRunner(self)
+        if cuda_graph:
+            raise NotImplementedError("cuda_graph=True is built by the CUDA-graph issue")
+
+    # -- construction -------------------------------------------------------------------
+    def _build(self, module, seed: int):
+        init_weights(module, seed)
+        return module.to(device=self.device, dtype=self.dtype).eval()
+
+    def _build_drafter(self, draft: str, seed: int):
+        if draft == "eagle":
+            head = EagleHead(self.cfg, self.target)
+            head.init_from_target(seed + 1)
+            return head.to(device=self.device, dtype=self.dtype).eval()
+        if draft == "self":
+            return self.target
+        try:
+            dcfg = model_config(draft)
+        except ValueError:
+            raise ValueError(f"draft={draft!r}: expected 'eagle', 'self' or a model shape name") from None
+        if dcfg.vocab_size != self.cfg.vocab_size:
+            raise ValueError(f"draft model {draft!r} has vocab {dcfg.vocab_size}, the target "
+                             f"{self.cfg.vocab_size}: they must match")
+        return self._build(LlamaModel(dcfg), seed + 2)
+
+    def _backend(self, impl, cfg, slots, layers=None):
+        pool = KVPool(layers or cfg.num_layers, slots, cfg.num_kv_heads, cfg.head_dim,
+                      self.dtype, self.device)
+        return BACKENDS[impl](pool, self.req_to_token, self.page_size, cfg.head_dim ** -0.5)
+
+    @property
+    def req_to_token(self) -> torch.Tensor:
+        return self.memory.req_to_token
+
+    # -- generation ---------------------------------------------------------------------
+    @torch.inference_mode()
+    def generate(self, prompts: list[list[int]], max_new_tokens: int = 16,
+                 temperature: float = 0.0) -> list[list[int]]:
+        """Greedy continuation of each prompt: `max_new_tokens` new tokens per prompt."""
+        if temperature != 0.0:
+            raise ValueError(f"temperature={temperature}: only greedy decoding (0.0) is "
+                             "supported by this engine so far")
+        check_prompts(prompts, self.cfg.vocab_size, self.max_batch, max_new_tokens,
+                      self.max_context, reserve_margin(self.spec, self.page_size))
+        reqs = [Req(i, list(map(int, p)), max_new_tokens) for i, p in enumerate(prompts)]
+        try:
+            for r in reqs:
+                self.memory.admit(r)
+            self.rounds.prefill(reqs)
+            while active := [r for r in reqs if not r.done]:
+                if self.spec is None:
+                    self.rounds.decode_step(active)
+                else:
+                    self.rounds.spec_round(active)
+        finally:
+            for r in reqs:
+                if r.row > 0 or r.pages:
+                    self.memory.release(r)
+        return [r.output[:max_new_tokens] for r in reqs]
+
+    def check_accounting(self, live: list[Req] = ()) -> None:
+        """No leaked page, no page with two owners, page 0 never owned."""
+        self.memory.check(list(live))

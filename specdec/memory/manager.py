@@ -1,0 +1,69 @@
+"""Request memory: request rows, page-aligned KV reservation and release."""
+from __future__ import annotations
+
+import torch
+
+from specdec.memory.allocator import PageAllocator
+from specdec.memory.req_pool import ReqToTokenPool
+from specdec.request import Req
+
+
+class MemoryManager:
+    def __init__(self, max_reqs: int, max_context: int, num_pages: int, page_size: int,
+                 kernels, device: torch.device) -> None:
+        self.page_size = page_size
+        self.req_pool = ReqToTokenPool(max_reqs, max_context, device)
+        self.allocator = PageAllocator(num_pages, page_size)
+        self.k = kernels
+        self.device = device
+
+    @property
+    def req_to_token(self) -> torch.Tensor:
+        return self.req_pool.req_to_token
+
+    def admit(self, req: Req) -> None:
+        req.row = self.req_pool.alloc()
+
+    def release(self, req: Req) -> None:
+        self.allocator.free(req.pages, req.rid)
+        req.pages = []
+        if req.row > 0:
+            self.req_pool.free(req.row)
+        req.row = -1
+
+    def pages_needed(self, req: Req, end: int) -> int:
+        return max(0, -(-end // self.page_size) - len(req.pages))
+
+    def reserve(self, reqs: list[Req], ends: list[int]) -> None:
+        """Own whole pages covering positions [0, end) of each request; write req_to_token.
+
+        All or nothing: if the pool cannot cover every request, nothing is allocated.
+        """
+        ps = self.page_size
+        need = [self.pages_needed(r, e) for r, e in zip(reqs, ends)]
+        if sum(need) > self.allocator.num_free:
+            from specdec.memory.allocator import OutOfSlots
+            raise OutOfSlots(f"need {sum(need)} pages, {self.allocator.num_free} free")
+        starts, stops, slots, rows = [], [], [], []
+        for r, n in zip(reqs, need):
+            if n == 0:
+                continue
+            new = self.allocator.alloc(n, r.rid)
+            starts.append(len(r.pages) * ps)
+            r.pages.extend(new)
+            stops.append(len(r.pages) * ps)
+            rows.append(r.row)
+            slots.extend(p * ps + o for p in new for o in range(ps))
+        if rows:
+            t = lambda x: torch.tensor(x, dtype=torch.int64, device=self.device)  # noqa: E731
+            self.k.assign_req_to_token_pool(t(rows), self.req_to_token, t(starts), t(stops), t(slots))
+
+    def shrink(self, req: Req, keep: int) -> None:
+        """Free whole pages lying past position `keep` (exclusive)."""
+        n_keep = -(-keep // self.page_size)
+        if len(req.pages) > n_keep:
+            self.allocator.free(req.pages[n_keep:], req.rid)
+            del req.pages[n_keep:]
+
+    def check(self, live: list[Req]) -> None:
+        self.allocator.check({r.rid: r.pages for r in live})

@@ -1,0 +1,46 @@
+"""The EAGLE draft head: fc over concat(token embedding, target hidden), one decoder layer,
+the target's embedding and LM head (EAGLE-1/2 layout)."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from specdec.attention.forward_batch import ForwardBatch
+from specdec.config import ModelConfig
+from specdec.model.layers import RotaryEmbedding
+from specdec.model.llama import DecoderLayer, LlamaModel
+
+
+class EagleHead(nn.Module):
+    shifted = True  # row at position p consumes (target hidden h_p, token t_{p+1})
+
+    def __init__(self, cfg: ModelConfig, target: LlamaModel) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.fc = nn.Linear(2 * cfg.hidden_size, cfg.hidden_size, bias=False)
+        self.layers = nn.ModuleList([DecoderLayer(cfg, 0, input_norm=False)])
+        self.rope = RotaryEmbedding(cfg.head_dim, cfg.max_position, cfg.rope_theta)
+        self._target = [target]  # shared weights, not a submodule (not saved twice)
+
+    def forward(self, fb: ForwardBatch, backend, logit_rows: torch.Tensor | None = None):
+        target = self._target[0]
+        emb = target.embed_tokens(fb.input_ids)
+        x = self.fc(torch.cat([emb, fb.hidden_states.to(emb.dtype)], dim=-1))
+        for layer in self.layers:
+            x = layer(x, fb.positions, self.rope, fb, backend)
+        return target.compute_logits(x if logit_rows is None else x[logit_rows]), x
+
+    @torch.no_grad()
+    def init_from_target(self, seed: int, noise: float = 0.05) -> None:
+        """A stand-in for a trained head: fc passes the token embedding through (plus seeded
+        noise, which also mixes in the target hidden state), and the layer starts as a copy
+        of the target's first layer. Shifted by one position, its attention sees the same
+        relative positions as the target's, so it drafts with some skill (acceptance > 1)."""
+        gen = torch.Generator().manual_seed(seed)
+        h = self.cfg.hidden_size
+        w = noise * torch.randn(self.fc.weight.shape, generator=gen)
+        w[:, :h] += torch.eye(h)
+        self.fc.weight.copy_(w)
+        source = dict(self._target[0].layers[0].named_parameters())
+        for name, p in self.layers[0].named_parameters():
+            p.copy_(source[name])

@@ -1,0 +1,131 @@
+"""One step of generation: prefill, a plain decode step, or a speculative round
+(conventions section 2)."""
+from __future__ import annotations
+
+import torch
+
+from specdec.attention.forward_batch import ForwardBatch, ForwardMode
+from specdec.forward import run_forward
+from specdec.request import Req
+from specdec.spec.draft import DraftWorker
+from specdec.spec.layout import draft_reserve_end
+from specdec.spec.verify import Verifier
+
+
+class RoundRunner:
+    def __init__(self, engine) -> None:
+        self.e = engine
+        self.dev = engine.device
+        if engine.spec is not None:
+            self.draft = DraftWorker(engine.drafter, engine.draft_backend, engine.draft_state,
+                                     engine.kernels, engine.spec, engine.page_size, engine)
+            self.verifier = Verifier(engine.target, engine.target_backend, engine.kernels,
+                                     engine.spec, engine)
+
+    def _t(self, values) -> torch.Tensor:
+        return torch.tensor(values, dtype=torch.int64, device=self.dev)
+
+    def _cache_locs(self, rows: torch.Tensor, start: torch.Tensor, end: torch.Tensor, n: int):
+        out = torch.empty(n, dtype=torch.int64, device=self.dev)
+        self.e.kernels.assign_extend_cache_locs(rows, self.e.req_to_token, start, end, out)
+        return out
+
+    # -- prefill ------------------------------------------------------------------------
+    def prefill(self, reqs: list[Req]) -> None:
+        """Target over each prompt; its last row gives the first bonus token. Then the draft
+        extend over the same positions (EAGLE: tokens rotated left by one)."""
+        e = self.e
+        lens = [len(r.prompt) for r in reqs]
+        # +1: the pending bonus token's position (a standalone draft writes KV there).
+        e.memory.reserve(reqs, [n + 1 for n in lens])
+        rows, lens_t = self._t([r.row for r in reqs]), self._t(lens)
+        zeros = torch.zeros_like(lens_t)
+        loc = self._cache_locs(rows, zeros, lens_t, sum(lens))
+        ids = self._t([t for r in reqs for t in r.prompt])
+        pos = self._t([p for n in lens for p in range(n)])
+        fb = ForwardBatch(ForwardMode.EXTEND, ids, pos, loc, rows, zeros, zeros, extend_lens=lens_t)
+        last = torch.cumsum(lens_t, 0) - 1
+        logits, hidden = run_forward(e.target, e.target_backend, fb, last, e.recorder)
+        bonus = torch.argmax(logits, dim=-1).tolist()
+        for r, n, b in zip(reqs, lens, bonus):
+            r.seq_len, r.output = n, [b]
+        if e.spec is not None:
+            self._draft_extend_prefill(reqs, fb, hidden)
+
+    def _draft_extend_prefill(self, reqs: list[Req], target_fb: ForwardBatch, hidden) -> None:
+        e = self.e
+        if self.draft.shifted:
+            # Row p consumes (h_p, t_{p+1}): the prompt rotated left, the bonus last.
+            ids = self._t([t for r in reqs for t in r.prompt[1:] + r.output[:1]])
+            fb = ForwardBatch(ForwardMode.DRAFT_EXTEND, ids, target_fb.positions,
+                              target_fb.out_cache_loc, target_fb.req_pool_indices,
+                              target_fb.seq_lens, target_fb.kv_prefix_lens,
+                              extend_lens=target_fb.extend_lens, hidden_states=hidden)
+        else:
+            # A standalone draft covers the prompt and the bonus at their own positions.
+            lens = [len(r.prompt) + 1 for r in reqs]
+            lens_t, rows = self._t(lens), target_fb.req_pool_indices
+            zeros = torch.zeros_like(lens_t)
+            loc = self._cache_locs(rows, zeros, lens_t, sum(lens))
+            ids = self._t([t for r in reqs for t in r.prompt + r.output[:1]])
+            pos = self._t([p for n in lens for p in range(n)])
+            fb = ForwardBatch(ForwardMode.DRAFT_EXTEND, ids, pos, loc, rows,
+                              target_fb.seq_lens, zeros, extend_lens=lens_t)
+        self.draft.extend(fb, torch.cumsum(fb.extend_lens, 0) - 1)
+
+    # -- plain decode (spec=None baseline) ------------------------------------------------
+    def decode_step(self, reqs: list[Req]) -> None:
+        e = self.e
+        e.memory.reserve(reqs, [r.seq_len + 1 for r in reqs])
+        rows, seq = self._t([r.row for r in reqs]), self._t([r.seq_len for r in reqs])
+        loc = self._cache_locs(rows, seq, seq + 1, len(reqs))
+        fb = ForwardBatch(ForwardMode.DECODE, self._t([r.pending_token for r in reqs]), seq, loc,
+                          rows, seq, seq, extend_lens=torch.ones_like(seq))
+        logits, _ = run_forward(e.target, e.target_backend, fb, recorder=e.recorder)
+        for r, t in zip(reqs, torch.argmax(logits, dim=-1).tolist()):
+            r.output.append(t)
+            r.seq_len += 1
+
+    # -- a speculative round ------------------------------------------------------------
+    def spec_round(self, reqs: list[Req]) -> None:
+        e, spec = self.e, self.e.spec
+        ps, shift = e.page_size, 0 if self.draft.shifted else 1
+        ends = [max(r.seq_len + spec.ndt,
+                    draft_reserve_end(r.seq_len + shift, spec.topk, spec.num_steps, ps),
+                    r.seq_len + shift + spec.ndt) for r in reqs]
+        e.memory.reserve(reqs, ends)
+        rows = self._t([r.row for r in reqs])
+        seq = self._t([r.seq_len for r in reqs])
+        seq_sum = sum(r.seq_len for r in reqs)
+
+        tree = self.draft.decode(rows, seq)
+        built = self.verifier.build_tree(self._t([r.pending_token for r in reqs]), tree, seq, seq_sum)
+        res = self.verifier.verify(rows, seq, seq_sum, built)
+
+        accept_lens = res.accept_lens.tolist()
+        accepted = res.accepted_tokens.view(len(reqs), spec.num_steps + 1).tolist()
+        for r, a, toks in zip(reqs, accept_lens, accepted):
+            r.output.extend(toks[:a])
+            r.seq_len += a
+        self._draft_extend_after_decode(rows, seq, res)
+        for r in reqs:
+            e.memory.shrink(r, r.seq_len + 1)
+        e.stats.rounds += 1
+        e.stats.req_rounds += len(reqs)
+        e.stats.drafted += len(reqs) * (spec.ndt - 1)
+        e.stats.accepted += sum(accept_lens) - len(reqs)
+
+    def _draft_extend_after_decode(self, rows, seq_old, res) -> None:
+        """ndt rows per request over the compacted accepted path; row accept_lens-1 gives the
+        next round's candidates. Rows past accept_lens write reserved slot 0."""
+        ndt, bs = self.e.spec.ndt, rows.shape[0]
+        prefix = self.draft.prefix_lens(seq_old)
+        j = torch.arange(ndt, device=self.dev)
+        pos = prefix[:, None] + j[None, :]
+        r2t = self.e.req_to_token[rows]
+        slots = torch.gather(r2t, 1, pos.clamp(max=r2t.shape[1] - 1)).long()
+        loc = torch.where(j[None, :] < res.accept_lens[:, None], slots, torch.zeros_like(slots))
+        fb = ForwardBatch(ForwardMode.DRAFT_EXTEND, res.predict, pos.reshape(-1), loc.reshape(-1),
+                          rows, seq_old + res.accept_lens, prefix,
+                          extend_lens=torch.full_like(seq_old, ndt), hidden_states=res.hidden)
+        self.draft.extend(fb, torch.arange(bs, device=self.dev) * ndt + res.accept_lens - 1)

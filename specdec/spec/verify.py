@@ -1,0 +1,72 @@
+"""The target side of a round: tree building, verify forward, greedy acceptance, compaction."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from kernels.tree import FULL_MASK
+from specdec.attention.forward_batch import ForwardBatch, ForwardMode
+from specdec.forward import run_forward
+from specdec.spec.compaction import accepted_kv_moves, compact_accepted_to_front
+
+
+@dataclass
+class VerifyResult:
+    accept_lens: torch.Tensor       # [bs] int64: accepted drafts + 1 (the new bonus)
+    accepted_tokens: torch.Tensor   # [bs*(num_steps+1)] int64, stride num_steps+1
+    accept_index: torch.Tensor      # [bs, num_steps+1] int32, -1 padded
+    predict: torch.Tensor           # [bs*ndt] compacted
+    hidden: torch.Tensor            # [bs*ndt, H] compacted target hidden states
+
+
+class Verifier:
+    def __init__(self, target, backend, kernels, spec, engine) -> None:
+        self.target = target
+        self.backend = backend
+        self.k = kernels
+        self.spec = spec
+        self.engine = engine
+
+    def build_tree(self, bonus: torch.Tensor, tree, seq_lens: torch.Tensor, seq_lens_sum: int):
+        return self.k.build_tree_kernel_efficient(
+            bonus, tree.parent_list, tree.top_scores_index, tree.draft_tokens, seq_lens,
+            seq_lens_sum, self.spec.topk, self.spec.num_steps, self.spec.ndt, FULL_MASK)
+
+    def verify(self, req_pool_indices, seq_lens, seq_lens_sum: int, built) -> VerifyResult:
+        tree_mask, positions, retrieve_index, next_token, next_sibling, draft_tokens = built
+        ndt, steps = self.spec.ndt, self.spec.num_steps
+        bs = seq_lens.shape[0]
+        out_cache_loc = torch.empty(bs * ndt, dtype=torch.int64, device=seq_lens.device)
+        self.k.assign_extend_cache_locs(req_pool_indices, self.engine.req_to_token, seq_lens,
+                                        seq_lens + ndt, out_cache_loc)
+        fb = ForwardBatch(ForwardMode.TARGET_VERIFY, draft_tokens, positions, out_cache_loc,
+                          req_pool_indices, seq_lens, seq_lens, seq_lens_sum=seq_lens_sum,
+                          num_draft_tokens=ndt, custom_mask=tree_mask)
+        logits, hidden = run_forward(self.target, self.backend, fb, recorder=self.engine.recorder)
+        target_predict = torch.argmax(logits, dim=-1)
+        predict = torch.zeros(bs * ndt, dtype=torch.int32, device=seq_lens.device)
+        accept_index = torch.full((bs, steps + 1), -1, dtype=torch.int32, device=seq_lens.device)
+        accept_num = torch.zeros(bs, dtype=torch.int32, device=seq_lens.device)
+        self.k.verify_tree_greedy(predict, accept_index, accept_num, draft_tokens.view(bs, ndt),
+                                  retrieve_index, next_token, next_sibling, target_predict)
+        accept_lens = accept_num.long() + 1
+        if self.spec.topk > 1:
+            predict, hidden = self._finalize_accepted_tree_path(
+                req_pool_indices, seq_lens, accept_index, accept_lens, predict, hidden)
+        accepted = predict.view(bs, ndt)[:, :steps + 1].reshape(-1).long()
+        if self.engine.recorder is not None:
+            self.engine.recorder.on_verify(built, logits, accept_index, accept_lens)
+        return VerifyResult(accept_lens, accepted, accept_index, predict.long(), hidden)
+
+    def _finalize_accepted_tree_path(self, req_pool_indices, seq_lens, accept_index,
+                                     accept_lens, predict, hidden):
+        """topk > 1: the accepted path's KV, predict and hidden states move to the front of each
+        request's block, where the chain-layout code downstream expects them."""
+        bs, ndt = seq_lens.shape[0], self.spec.ndt
+        tgt, src = accepted_kv_moves(self.engine.req_to_token, req_pool_indices, seq_lens,
+                                     accept_index, accept_lens, ndt)
+        self.k.move_kv_cache(self.backend.pool.buffers, tgt, src)
+        predict = compact_accepted_to_front(predict, accept_index, bs, ndt)
+        hidden = compact_accepted_to_front(hidden, accept_index, bs, ndt)
+        return predict, hidden

@@ -1,0 +1,35 @@
+"""Input validation: every bad value gets an error that names it and what is allowed."""
+from __future__ import annotations
+
+from specdec.config import SpecConfig
+
+
+def reserve_margin(spec: SpecConfig | None, page_size: int) -> int:
+    """Positions past the committed length that one step may reserve (conventions section 4)."""
+    if spec is None:
+        return 1
+    npb = -(-(page_size - 1 + spec.num_steps) // page_size)
+    return max(spec.ndt + 1, 1 + spec.topk * npb * page_size) + 1
+
+
+def check_prompts(prompts, vocab_size: int, max_batch: int, max_new_tokens: int,
+                  max_context: int, margin: int) -> None:
+    if not isinstance(prompts, (list, tuple)) or len(prompts) == 0:
+        raise ValueError("empty batch: generate() needs at least one prompt")
+    if len(prompts) > max_batch:
+        raise ValueError(f"{len(prompts)} prompts exceed the engine's max_batch={max_batch}")
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens={max_new_tokens!r} must be an integer >= 1")
+    for i, p in enumerate(prompts):
+        if len(p) == 0:
+            raise ValueError(f"prompt {i} is empty: every prompt needs at least one token")
+        for j, t in enumerate(p):
+            if not 0 <= int(t) < vocab_size:
+                raise ValueError(f"prompt {i} token {j} = {t} is outside the vocabulary "
+                                 f"[0, {vocab_size})")
+        need = len(p) + max_new_tokens + margin
+        if need > max_context:
+            raise ValueError(
+                f"prompt {i} has {len(p)} tokens; with max_new_tokens={max_new_tokens} and "
+                f"{margin} positions of speculative headroom it needs a context of {need}, "
+                f"more than max_context={max_context}")
