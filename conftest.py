@@ -29,3 +29,25 @@ settings.load_profile(os.environ.get("SPECDEC_PROFILE", _default_profile()))
 def pytest_report_header(config):
     dev = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
     return f"specdec: device={dev} hypothesis-profile={settings._current_profile}"
+
+
+# -- xdist on GPUs (harness.md): one GPU per worker, a Triton cache per worker ------------------
+def _worker_index() -> int | None:
+    name = os.environ.get("PYTEST_XDIST_WORKER", "")
+    return int(name[2:]) if name.startswith("gw") else None
+
+
+def pytest_configure(config):
+    idx = _worker_index()
+    if idx is not None:
+        # A shared Triton cache under concurrent compiles has produced silent NaNs upstream.
+        base = os.environ.get("TRITON_CACHE_DIR", os.path.expanduser("~/.triton/cache"))
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(base, f"worker{idx}")
+        if torch.cuda.is_available():
+            torch.cuda.set_device(idx % torch.cuda.device_count())
+
+
+def pytest_xdist_auto_num_workers(config):
+    if torch.cuda.is_available():
+        return torch.cuda.device_count() * 4  # a CUDA context each (~600 MiB); kernels are small
+    return os.cpu_count() or 1

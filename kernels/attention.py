@@ -49,7 +49,8 @@ def _paged_attention_kernel(
     l_i = tl.zeros([BLOCK_H], tl.float32)
     acc = tl.zeros([BLOCK_H, HEAD_DIM], tl.float32)
     # A while loop, not `for range(kv_len)`: the Triton 3.6 interpreter cannot use a loaded
-    # scalar as a range bound under NumPy 2.x; on GPU both lower to a runtime-bounded loop.
+    # scalar as a range bound under NumPy 2.x (int() of a 1-element array). The cost on GPU:
+    # a while loop is not software-pipelined; restore the `for` once the interpreter is fixed.
     start = 0
     while start < kv_len:
         pos = (start + offs_n).to(tl.int64)

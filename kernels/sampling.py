@@ -54,7 +54,10 @@ def _tree_sampling_kernel(predicts, accept_index, accept_num, candidates, r_inde
     cur_node = tl.zeros([], dtype=tl.int64)
     prob_acc = tl.zeros([], dtype=tl.float32)
     alive = cur == 0
-    for _j in range(1, num_spec):
+    j = tl.full([], 1, dtype=tl.int32)
+    # `while` loops throughout: the Triton 3.6 interpreter rejects runtime `range` bounds
+    # under numpy >= 2.4; they compile to the same scf loops.
+    while alive & (j < num_spec):
         cur = tl.load(r_next + row + cur, mask=alive, other=-1)
         searching = alive & (cur != -1)
         steps = tl.zeros([], dtype=tl.int32)
@@ -77,6 +80,7 @@ def _tree_sampling_kernel(predicts, accept_index, accept_num, candidates, r_inde
             steps += 1
             searching = (~acc) & (cur != -1) & (steps < ndt)
         alive = alive & (cur != -1)
+        j += 1
     tl.store(accept_num + bx, n)
     # The final pass re-reads draft_probs rows this program just wrote (scalar stores by
     # one thread, vector loads by all): make those writes visible block-wide.
@@ -86,23 +90,27 @@ def _tree_sampling_kernel(predicts, accept_index, accept_num, candidates, r_inde
     base = (row + cur_node) * vocab
     total = tl.zeros([], dtype=tl.int64)
     last_nz = tl.full([], -1, dtype=tl.int64)
-    for start in range(0, vocab, BLOCK):
+    start = tl.zeros([], dtype=tl.int64)
+    while start < vocab:  # pass 1: total mass and the last index with mass
         idx = start + tl.arange(0, BLOCK).to(tl.int64)
         inb = idx < vocab
         rf = _residual_fixed(target_probs, draft_probs, base, idx, inb, use_p)
         total += tl.sum(rf, axis=0)
         last_nz = tl.maximum(last_nz, tl.max(tl.where(rf > 0, idx, -1), axis=0))
+        start += BLOCK
     coin_f = tl.load(uniform_final + bx)
     u = (coin_f.to(tl.float64) * total.to(tl.float64)).to(tl.int64)
     sampled = tl.zeros([], dtype=tl.int64) + vocab
     running = tl.zeros([], dtype=tl.int64)
-    for start in range(0, vocab, BLOCK):
+    start = tl.zeros([], dtype=tl.int64)
+    while (start < vocab) & (sampled == vocab):  # pass 2: first index with cumsum > u
         idx = start + tl.arange(0, BLOCK).to(tl.int64)
-        inb = (idx < vocab) & (sampled == vocab)  # skip the reads once found
+        inb = idx < vocab
         rf = _residual_fixed(target_probs, draft_probs, base, idx, inb, use_p)
         cum = running + tl.cumsum(rf, axis=0)
         sampled = tl.minimum(sampled, tl.min(tl.where(inb & (cum > u), idx, vocab), axis=0))
         running += tl.sum(rf, axis=0)
+        start += BLOCK
     sampled = tl.where(sampled < vocab, sampled, tl.where(last_nz >= 0, last_nz, 0))
     tl.store(predicts + last, sampled.to(tl.int32))
 

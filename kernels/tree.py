@@ -69,13 +69,17 @@ def _build_tree_kernel(parent_list, sel, seq_lens, mask_start, tree_mask, positi
     depth = tl.zeros([BLOCK], dtype=tl.int64)
     cur = nodes
     active = is_draft
-    for _ in range(spec_steps):
+    # `while` rather than `for ... in range(runtime int)`: the Triton 3.6 interpreter cannot
+    # take a runtime range bound under numpy >= 2.4; both compile to the same scf loop.
+    step = tl.zeros([], dtype=tl.int32)
+    while step < spec_steps:
         hit = (nodes[None, :] == cur[:, None]) & active[:, None]
         anc = anc | hit
         depth += active.to(tl.int64)
         p = tl.sum(tl.where(hit, parent[None, :], 0), axis=1)
         active = active & (p > 0)  # stop at the root (0) or at a missing parent (-1)
         cur = tl.where(active, p, cur)
+        step += 1
 
     row = b * NDT + nodes
     tl.store(positions + row, seq_len + depth, mask=valid)

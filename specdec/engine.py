@@ -8,6 +8,7 @@ import torch
 
 from specdec.attention.backend import BACKENDS
 from specdec.config import SpecConfig, model_config
+from specdec.memory.allocator import OutOfSlots
 from specdec.memory.kv_pool import KVPool
 from specdec.memory.manager import MemoryManager
 from specdec.memory.req_pool import DraftStatePool
@@ -126,6 +127,7 @@ class Engine:
                              "supported by this engine so far")
         check_prompts(prompts, self.cfg.vocab_size, self.max_batch, max_new_tokens,
                       self.max_context, reserve_margin(self.spec, self.page_size))
+        self._check_fits(prompts, max_new_tokens)
         reqs = [Req(i, list(map(int, p)), max_new_tokens) for i, p in enumerate(prompts)]
         try:
             for r in reqs:
@@ -141,6 +143,16 @@ class Engine:
                 if r.row > 0 or r.pages:
                     self.memory.release(r)
         return [r.output[:max_new_tokens] for r in reqs]
+
+    def _check_fits(self, prompts, max_new_tokens: int) -> None:
+        """Refuse up front a batch whose worst case cannot fit in the KV pool, rather than run
+        out of pages half way."""
+        margin = reserve_margin(self.spec, self.page_size)
+        worst = sum(-(-(len(p) + max_new_tokens + margin) // self.page_size) for p in prompts)
+        free = self.memory.allocator.num_free
+        if worst > free:
+            raise OutOfSlots(f"need {worst} pages in the worst case for {len(prompts)} prompts, "
+                             f"{free} free: use fewer or shorter prompts, or more num_pages")
 
     def check_accounting(self, live: list[Req] = ()) -> None:
         """No leaked page, no page with two owners, page 0 never owned."""

@@ -97,8 +97,12 @@ class RoundRunner:
         rows = self._t([r.row for r in reqs])
         seq = self._t([r.seq_len for r in reqs])
         seq_sum = sum(r.seq_len for r in reqs)
+        if e.recorder is not None:
+            e.recorder.begin_round()
 
         tree = self.draft.decode(rows, seq)
+        if e.recorder is not None:
+            e.recorder.on_draft(tree)
         built = self.verifier.build_tree(self._t([r.pending_token for r in reqs]), tree, seq, seq_sum)
         res = self.verifier.verify(rows, seq, seq_sum, built)
 

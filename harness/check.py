@@ -1,0 +1,78 @@
+"""`python -m harness check`: sweep the properties for a time budget and print a table."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+
+from hypothesis import HealthCheck, Phase, given, seed, settings
+
+from harness.oracles import OracleFailure
+from harness.properties import PROPERTIES
+from harness.strategies import RunConfig, run_configs
+
+CHUNK = 4  # examples per Hypothesis run; the budget is checked between runs
+
+
+@dataclass
+class PropertyReport:
+    name: str
+    examples: int = 0
+    covered: set = field(default_factory=set)
+    failures: list = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def repro_command(prop: str, cfg: RunConfig, device: str) -> str:
+    return (f"python -m harness repro {prop} --device {device} "
+            f"--config '{json.dumps(cfg.to_dict(), sort_keys=True)}'")
+
+
+def _run_chunk(prop, report: PropertyReport, chunk_seed: int, device: str, profile: settings):
+    last: list[RunConfig] = []
+
+    @seed(chunk_seed)
+    @settings(profile, max_examples=CHUNK, database=None, deadline=None, print_blob=False,
+              phases=[Phase.generate, Phase.shrink],
+              suppress_health_check=list(HealthCheck))
+    @given(cfg=run_configs())
+    def run(cfg):
+        last.append(cfg)
+        prop(cfg, device)
+
+    try:
+        run()
+    except (OracleFailure, AssertionError, Exception) as exc:  # noqa: B014 - report every kind
+        cfg = last[-1] if last else None  # Hypothesis replays the minimal example last
+        report.failures.append((cfg, exc))
+    report.examples += len(last)
+    report.covered.update(c.axes for c in last)
+
+
+def check(budget: float, device: str, profile: settings, out=sys.stdout) -> int:
+    names = list(PROPERTIES)
+    reports = {n: PropertyReport(n) for n in names}
+    per_prop = budget / len(names)
+    for name in names:
+        rep, t0, chunk = reports[name], time.perf_counter(), 0
+        while time.perf_counter() - t0 < per_prop and not rep.failures:
+            _run_chunk(PROPERTIES[name], rep, 1000 + chunk, device, profile)
+            chunk += 1
+            rep.seconds = time.perf_counter() - t0
+            print(f"\r  {name}: {rep.examples} examples, {rep.seconds:.0f}s / {per_prop:.0f}s",
+                  end="", file=sys.stderr, flush=True)
+        print(file=sys.stderr)
+    print(f"{'property':<18} {'examples':>8} {'configs':>8} {'failures':>8} {'time':>8}", file=out)
+    for rep in reports.values():
+        print(f"{rep.name:<18} {rep.examples:>8} {len(rep.covered):>8} {len(rep.failures):>8} "
+              f"{rep.seconds:>7.1f}s", file=out)
+    failed = [(r.name, c, e) for r in reports.values() for c, e in r.failures]
+    for name, cfg, exc in failed:
+        print(f"\nFAILED {name}: {exc}", file=out)
+        if cfg is not None:
+            print(f"  minimal configuration: {cfg.to_dict()}", file=out)
+            print(f"  replay: {repro_command(name, cfg, device)}", file=out)
+    print(f"\n{'FAIL' if failed else 'OK'}: {sum(r.examples for r in reports.values())} examples, "
+          f"{len(failed)} failing properties on {device}", file=out)
+    return 1 if failed else 0
