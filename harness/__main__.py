@@ -38,6 +38,11 @@ def main(argv=None) -> int:
     except OracleFailure as exc:
         print(f"FAILED {args.property}: {exc}")
         return 1
+    except Exception as exc:  # a crash is a failure too: show where
+        import traceback
+        traceback.print_exc()
+        print(f"FAILED {args.property}: {type(exc).__name__}: {exc}")
+        return 1
     print(f"passed {args.property} on {device}: {cfg.to_dict()}")
     return 0
 

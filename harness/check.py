@@ -31,21 +31,27 @@ def repro_command(prop: str, cfg: RunConfig, device: str) -> str:
 
 def _run_chunk(prop, report: PropertyReport, chunk_seed: int, device: str, profile: settings):
     last: list[RunConfig] = []
+    failing: list[RunConfig] = []
 
     @seed(chunk_seed)
     @settings(profile, max_examples=CHUNK, database=None, deadline=None, print_blob=False,
+              report_multiple_bugs=False,
               phases=[Phase.generate, Phase.shrink],
               suppress_health_check=list(HealthCheck))
     @given(cfg=run_configs())
     def run(cfg):
         last.append(cfg)
-        prop(cfg, device)
+        try:
+            prop(cfg, device)
+        except Exception:
+            failing.append(cfg)
+            raise
 
     try:
         run()
     except (OracleFailure, AssertionError, Exception) as exc:  # noqa: B014 - report every kind
-        cfg = last[-1] if last else None  # Hypothesis replays the minimal example last
-        report.failures.append((cfg, exc))
+        # Hypothesis replays the minimal failing example last.
+        report.failures.append((failing[-1] if failing else None, exc))
     report.examples += len(last)
     report.covered.update(c.axes for c in last)
 

@@ -6,12 +6,16 @@ from harness.runs import default_device, greedy_baseline, make_prompts
 from harness.strategies import RunConfig
 from specdec import Engine, SpecConfig
 from specdec.trace import TraceRecorder
+from specdec.validate import reserve_margin
 
 
 def build_engine(cfg: RunConfig, device: str, draft: str | None = None) -> Engine:
-    return Engine(model=cfg.model, spec=SpecConfig(cfg.topk, cfg.num_steps, cfg.ndt),
-                  draft=draft or cfg.draft, page_size=cfg.page_size, device=device,
-                  dtype=cfg.dtype, seed=cfg.seed % 1000, max_batch=max(cfg.batch_size, 1))
+    spec = SpecConfig(cfg.topk, cfg.num_steps, cfg.ndt)
+    # Just enough context for the longest prompt, its output and one round's headroom.
+    context = cfg.max_prompt_len + cfg.max_new_tokens + reserve_margin(spec, cfg.page_size)
+    return Engine(model=cfg.model, spec=spec, draft=draft or cfg.draft, page_size=cfg.page_size,
+                  device=device, dtype=cfg.dtype, seed=cfg.seed % 1000,
+                  max_batch=max(cfg.batch_size, 1), max_context=context)
 
 
 def prompts_for(cfg: RunConfig, vocab: int) -> list[list[int]]:

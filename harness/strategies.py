@@ -45,7 +45,7 @@ def spec_shapes():
     return st.tuples(st.integers(1, 4), st.integers(1, 5)).flatmap(with_ndt)
 
 
-def run_configs(drafts=("eagle", "self"), page_sizes=(1, 2, 4, 16, 64), max_batch: int = 12,
+def run_configs(drafts=("eagle", "self"), page_sizes=(1, 2, 4, 16, 64), max_batch: int = 10,
                 dtypes=("float32",)):
     return st.builds(
         lambda shape, **kw: RunConfig(*shape, **kw),

@@ -48,7 +48,7 @@ def _verify_tree_greedy_kernel(predicts, accept_index, accept_num, candidates, r
         j += 1
     tl.store(accept_num + bx, n)
     # The bonus: the target's own prediction after the last accepted node.
-    pass
+    tl.store(predicts + last, tl.load(target_predict + last).to(tl.int32))
 
 
 def verify_tree_greedy(predicts, accept_index, accept_token_num, candidates, retrieve_index,

@@ -9,8 +9,8 @@ def compact_accepted_to_front(x: torch.Tensor, accept_index: torch.Tensor, bs: i
     """x viewed [bs, ndt, ...]: entry j < num_steps+1 of request b becomes the flat row
     accept_index[b, j] (-1 clamps to the request's node 0; those lie past accept_lens and are
     never read); the rest is untouched. Returns a new tensor."""
-    width = accept_index.shape[1]
-    flat = accept_index.long()
+    width = min(accept_index.shape[1], ndt)  # a path never has more nodes than the tree
+    flat = accept_index[:, :width].long()
     node0 = (torch.arange(bs, device=x.device) * ndt)[:, None]
     src = torch.where(flat < 0, node0, flat).reshape(-1)
     out = x.clone().view(bs, ndt, *x.shape[1:])

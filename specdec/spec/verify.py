@@ -54,7 +54,11 @@ class Verifier:
         if self.spec.topk > 1:
             predict, hidden = self._finalize_accepted_tree_path(
                 req_pool_indices, seq_lens, accept_index, accept_lens, predict, hidden)
-        accepted = predict.view(bs, ndt)[:, :steps + 1].reshape(-1).long()
+        # Accepted tokens have stride num_steps + 1 (not ndt, which may be smaller or larger).
+        width = min(ndt, steps + 1)
+        accepted = torch.zeros(bs, steps + 1, dtype=torch.int64, device=seq_lens.device)
+        accepted[:, :width] = predict.view(bs, ndt)[:, :width]
+        accepted = accepted.reshape(-1)
         if self.engine.recorder is not None:
             self.engine.recorder.on_verify(built, logits, accept_index, accept_lens)
         return VerifyResult(accept_lens, accepted, accept_index, predict.long(), hidden)

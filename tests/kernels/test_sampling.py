@@ -175,6 +175,35 @@ def test_final_token_never_out_of_vocab(vocab, coin):
         assert final[0] == vocab - 1
 
 
+def test_full_depth_samples_from_target_alone():
+    # Chain of 2 drafts, both certain under the target (p = 1 >= threshold_single); the
+    # leaf's draft row equals its target row, so only "ignore draft at full depth" gives 3.
+    vocab, ndt, steps = 10, 3, 2
+    target = torch.zeros(1, ndt, vocab)
+    target[..., 3] = 1.0
+    ins = [torch.tensor([[0, 3, 3]]), torch.arange(ndt).view(1, ndt), torch.tensor([[1, 2, -1]]),
+           torch.full((1, ndt), -1), torch.full((1, ndt), 0.5), torch.tensor([0.5]), target,
+           target.clone()]
+    predicts, accept_index, accept_num, _ = run_both([t.to(DEVICE) for t in ins], 1, ndt, steps, 1.0, 1.0)
+    assert accept_num.tolist() == [2] and accept_index.tolist() == [[0, 1, 2]]
+    assert predicts.tolist() == [3, 3, 3]
+
+
+@pytest.mark.parametrize("coin,ts,ta,accepted", [
+    (0.6, 1.0, 1.0, 0), (0.6, 1.0, 0.7, 1),  # coin <= prob_acc / threshold_acc
+    (0.99, 1.0, 1.0, 0), (0.99, 0.4, 1.0, 1),  # p >= threshold_single
+])
+def test_thresholds(coin, ts, ta, accepted):
+    vocab, ndt = 8, 2
+    target = torch.full((1, ndt, vocab), 0.5 / (vocab - 1))
+    target[0, 0, 2] = 0.5
+    ins = [torch.tensor([[0, 2]]), torch.arange(ndt).view(1, ndt), torch.tensor([[1, -1]]),
+           torch.full((1, ndt), -1), torch.full((1, ndt), coin), torch.tensor([0.3]), target,
+           torch.zeros_like(target)]
+    _, _, accept_num, _ = run_both([t.to(DEVICE) for t in ins], 1, ndt, 1, ts, ta)
+    assert accept_num.tolist() == [accepted]
+
+
 @settings(deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), k=st.integers(1, 3))
 def test_first_token_distribution_is_target(seed, k):

@@ -172,3 +172,13 @@ def test_walk_bounded_on_cyclic_parents(mode):
                    torch.tensor([[1, 2, 3]], device=DEVICE), torch.tensor([5], device=DEVICE),
                    1, 3, 4, mode)
     assert out[1].tolist() == [5, 6, 8, 8]
+
+
+@pytest.mark.parametrize("ndt", [8, 9, 16, 17, 32])
+def test_bitpacking_width_edges(ndt):
+    # Row ndt-1 always has bit ndt-1 set: the sign bit of int16/int32 at 16 and 32.
+    bonus, parent_list, top, draft_tokens, seq_lens, true_parent = make_inputs(2, 4, 3, ndt, ndt)
+    mask = run_both(bonus, parent_list, top, draft_tokens, seq_lens, 4, 3, ndt, QLEN_ONLY_BITPACKING)[0]
+    assert mask.dtype == {8: torch.uint8, 16: torch.int16, 32: torch.int32}[max(8, 1 << (ndt - 1).bit_length())]
+    assert torch.equal(unpack(mask, QLEN_ONLY_BITPACKING, 2, ndt, seq_lens),
+                       law(top.cpu(), seq_lens.cpu(), true_parent, ndt)[0])
