@@ -130,14 +130,17 @@ def paged_attention(q, k_buffer, v_buffer, page_table, row_seq, row_kv_len, row_
 
 def paged_attention_ref(q, k_buffer, v_buffer, page_table, row_seq, row_kv_len, row_mask_start,
                         row_mask_offset, custom_mask, page_size, sm_scale):
-    """Plain torch: gather every row's KV into [R, max_kv], masked softmax in fp32."""
+    """Plain torch: gather every row's KV into [R, max_kv], masked softmax in fp32.
+
+    max_kv is the page table's full width, not the batch's longest row: shapes then depend
+    only on tensor shapes, never on values, so this runs without a host sync and inside graph
+    capture, and eager and graph runs of one batch compute identical shapes."""
     R, Hq, D = q.shape
     Hkv = k_buffer.shape[1]
-    out = torch.zeros_like(q)
     kv_len = row_kv_len.long()
-    max_kv = int(kv_len.max()) if R else 0
-    if max_kv == 0:
-        return out
+    max_kv = page_table.shape[1] * page_size
+    if R == 0 or max_kv == 0:
+        return torch.zeros_like(q)
     dev = q.device
     pos = torch.arange(max_kv, device=dev)[None, :]  # [1, L]
     valid = pos < kv_len[:, None]  # [R, L]

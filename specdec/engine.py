@@ -15,6 +15,7 @@ from specdec.memory.req_pool import DraftStatePool
 from specdec.kernel_set import kernel_set
 from specdec.model.eagle import EagleHead
 from specdec.model.llama import LlamaModel, init_weights
+from specdec.graphs.runner import DEFAULT_BUCKETS
 from specdec.request import Req
 from specdec.rounds import RoundRunner
 from specdec.validate import check_prompts, reserve_margin
@@ -43,7 +44,8 @@ class Engine:
                  page_size: int = 1, cuda_graph: bool = False, device: str = "cpu",
                  dtype: str = "float32", seed: int = 0, max_batch: int = 32,
                  max_context: int = 512, num_pages: int | None = None,
-                 attention: str | None = None) -> None:
+                 attention: str | None = None, cuda_graph_bs: list[int] | None = None,
+                 batch_invariant: bool = False) -> None:
         if page_size < 1 or page_size > 64 or page_size & (page_size - 1):
             raise ValueError(f"page_size={page_size}: must be a power of two from 1 to 64")
         if dtype not in DTYPES:
@@ -83,9 +85,14 @@ class Engine:
             self.draft_backend = self._backend(impl, dcfg, slots, layers=len(self.drafter.layers))
             self.draft_state = DraftStatePool(max_batch, dcfg.hidden_size, spec.topk, self.dtype,
                                               self.device)
-        self.rounds = RoundRunner(self)
-        if cuda_graph:
-            raise NotImplementedError("cuda_graph=True is built by the CUDA-graph issue")
+        if cuda_graph and self.device.type != "cuda" and impl == "triton":
+            raise ValueError("cuda_graph=True on CPU uses the graph stand-in, which replays torch "
+                             "ops only: use attention='torch' (the CPU default) there")
+        buckets = DEFAULT_BUCKETS if cuda_graph_bs is None else list(cuda_graph_bs)
+        if cuda_graph_bs is not None and (not buckets or min(buckets) < 1):
+            raise ValueError(f"cuda_graph_bs={cuda_graph_bs}: need a non-empty list of sizes >= 1")
+        self.cuda_graph, self.batch_invariant = cuda_graph, batch_invariant
+        self.rounds = RoundRunner(self, cuda_graph, buckets, batch_invariant)
 
     # -- construction -------------------------------------------------------------------
     def _build(self, module, seed: int):

@@ -7,20 +7,38 @@ import torch
 from specdec.attention.forward_batch import ForwardBatch, ForwardMode
 from specdec.forward import run_forward
 from specdec.request import Req
+from specdec.graphs.cuda_graph import GraphFactory
+from specdec.graphs.runner import PhaseRunner
 from specdec.spec.draft import DraftWorker
+from specdec.spec.draft_decode_phase import DraftDecodePhase
 from specdec.spec.layout import draft_reserve_end
+from specdec.spec.phases import DecodePhase, DraftExtendPhase, VerifyPhase
 from specdec.spec.verify import Verifier
 
 
 class RoundRunner:
-    def __init__(self, engine) -> None:
+    def __init__(self, engine, cuda_graph: bool, buckets: list[int], batch_invariant: bool) -> None:
         self.e = engine
         self.dev = engine.device
-        if engine.spec is not None:
-            self.draft = DraftWorker(engine.drafter, engine.draft_backend, engine.draft_state,
-                                     engine.kernels, engine.spec, engine.page_size, engine)
-            self.verifier = Verifier(engine.target, engine.target_backend, engine.kernels,
-                                     engine.spec, engine)
+        factory = GraphFactory(engine.device) if cuda_graph else None
+
+        def runner(phase):
+            return PhaseRunner(phase, engine.device, cuda_graph, buckets, engine.max_batch,
+                               batch_invariant, factory)
+
+        if engine.spec is None:
+            self.decode_runner = runner(DecodePhase(engine))
+        else:
+            # Verify first: the largest captures go first into the shared pool.
+            self.verifier = Verifier(engine, runner(VerifyPhase(engine)))
+            self.draft = DraftWorker(engine, runner(DraftDecodePhase(engine)),
+                                     runner(DraftExtendPhase(engine)))
+
+    @property
+    def runners(self) -> list[PhaseRunner]:
+        if self.e.spec is None:
+            return [self.decode_runner]
+        return [self.verifier.runner, self.draft.decode_runner, self.draft.extend_runner]
 
     def _t(self, values) -> torch.Tensor:
         return torch.tensor(values, dtype=torch.int64, device=self.dev)
@@ -71,7 +89,7 @@ class RoundRunner:
             pos = self._t([p for n in lens for p in range(n)])
             fb = ForwardBatch(ForwardMode.DRAFT_EXTEND, ids, pos, loc, rows,
                               target_fb.seq_lens, zeros, extend_lens=lens_t)
-        self.draft.extend(fb, torch.cumsum(fb.extend_lens, 0) - 1)
+        self.draft.extend_prefill(fb, torch.cumsum(fb.extend_lens, 0) - 1)
 
     # -- plain decode (spec=None baseline) ------------------------------------------------
     def decode_step(self, reqs: list[Req]) -> None:
@@ -79,9 +97,9 @@ class RoundRunner:
         e.memory.reserve(reqs, [r.seq_len + 1 for r in reqs])
         rows, seq = self._t([r.row for r in reqs]), self._t([r.seq_len for r in reqs])
         loc = self._cache_locs(rows, seq, seq + 1, len(reqs))
-        fb = ForwardBatch(ForwardMode.DECODE, self._t([r.pending_token for r in reqs]), seq, loc,
-                          rows, seq, seq, extend_lens=torch.ones_like(seq))
-        logits, _ = run_forward(e.target, e.target_backend, fb, recorder=e.recorder)
+        live = {"input_ids": self._t([r.pending_token for r in reqs]), "positions": seq,
+                "out_cache_loc": loc, "req_pool_indices": rows, "seq_lens": seq}
+        logits = self.decode_runner.run(live, len(reqs))["logits"]
         for r, t in zip(reqs, torch.argmax(logits, dim=-1).tolist()):
             r.output.append(t)
             r.seq_len += 1
@@ -122,14 +140,14 @@ class RoundRunner:
     def _draft_extend_after_decode(self, rows, seq_old, res) -> None:
         """ndt rows per request over the compacted accepted path; row accept_lens-1 gives the
         next round's candidates. Rows past accept_lens write reserved slot 0."""
-        ndt, bs = self.e.spec.ndt, rows.shape[0]
+        ndt = self.e.spec.ndt
         prefix = self.draft.prefix_lens(seq_old)
         j = torch.arange(ndt, device=self.dev)
         pos = prefix[:, None] + j[None, :]
         r2t = self.e.req_to_token[rows]
         slots = torch.gather(r2t, 1, pos.clamp(max=r2t.shape[1] - 1)).long()
         loc = torch.where(j[None, :] < res.accept_lens[:, None], slots, torch.zeros_like(slots))
-        fb = ForwardBatch(ForwardMode.DRAFT_EXTEND, res.predict, pos.reshape(-1), loc.reshape(-1),
-                          rows, seq_old + res.accept_lens, prefix,
-                          extend_lens=torch.full_like(seq_old, ndt), hidden_states=res.hidden)
-        self.draft.extend(fb, torch.arange(bs, device=self.dev) * ndt + res.accept_lens - 1)
+        self.draft.extend_after_decode({
+            "input_ids": res.predict, "positions": pos.reshape(-1), "out_cache_loc": loc.reshape(-1),
+            "hidden": res.hidden, "req_pool_indices": rows, "seq_lens": seq_old + res.accept_lens,
+            "kv_prefix_lens": prefix, "accept_lens": res.accept_lens})

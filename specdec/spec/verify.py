@@ -6,8 +6,6 @@ from dataclasses import dataclass
 import torch
 
 from kernels.tree import FULL_MASK
-from specdec.attention.forward_batch import ForwardBatch, ForwardMode
-from specdec.forward import run_forward
 from specdec.spec.compaction import accepted_kv_moves, compact_accepted_to_front
 
 
@@ -21,12 +19,12 @@ class VerifyResult:
 
 
 class Verifier:
-    def __init__(self, target, backend, kernels, spec, engine) -> None:
-        self.target = target
-        self.backend = backend
-        self.k = kernels
-        self.spec = spec
+    def __init__(self, engine, runner) -> None:
         self.engine = engine
+        self.backend = engine.target_backend
+        self.k = engine.kernels
+        self.spec = engine.spec
+        self.runner = runner
 
     def build_tree(self, bonus: torch.Tensor, tree, seq_lens: torch.Tensor, seq_lens_sum: int):
         return self.k.build_tree_kernel_efficient(
@@ -40,10 +38,11 @@ class Verifier:
         out_cache_loc = torch.empty(bs * ndt, dtype=torch.int64, device=seq_lens.device)
         self.k.assign_extend_cache_locs(req_pool_indices, self.engine.req_to_token, seq_lens,
                                         seq_lens + ndt, out_cache_loc)
-        fb = ForwardBatch(ForwardMode.TARGET_VERIFY, draft_tokens, positions, out_cache_loc,
-                          req_pool_indices, seq_lens, seq_lens, seq_lens_sum=seq_lens_sum,
-                          num_draft_tokens=ndt, custom_mask=tree_mask)
-        logits, hidden = run_forward(self.target, self.backend, fb, recorder=self.engine.recorder)
+        live = {"input_ids": draft_tokens, "positions": positions, "out_cache_loc": out_cache_loc,
+                "req_pool_indices": req_pool_indices, "seq_lens": seq_lens,
+                "custom_mask": tree_mask, "seq_lens_sum": seq_lens_sum}
+        outs = self.runner.run(live, bs)
+        logits, hidden = outs["logits"], outs["hidden"]
         target_predict = torch.argmax(logits, dim=-1)
         predict = torch.zeros(bs * ndt, dtype=torch.int32, device=seq_lens.device)
         accept_index = torch.full((bs, steps + 1), -1, dtype=torch.int32, device=seq_lens.device)

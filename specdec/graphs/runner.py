@@ -1,0 +1,98 @@
+"""One runner for every captured phase: static buffers, buckets, padding, capture, replay.
+
+A phase (specdec/spec/phases.py) declares its inputs and a forward function over a dict of
+buffers. The runner pads live inputs to a bucket size (conventions section 8), and either
+replays the captured graph of that bucket or runs the phase eagerly; in batch-invariant eager
+mode the eager path pads to the same buckets, so both run identical shapes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from specdec.graphs.cuda_graph import GraphFactory
+
+DEFAULT_BUCKETS = list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 161, 16))
+SEQ_LEN_FILL = 1  # padded requests' seq_len: a one-token context reading reserved slot 0
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """`per_req` rows per request, then `tail` dims; padded rows hold `pad`."""
+
+    per_req: int
+    tail: tuple = ()
+    dtype: torch.dtype = torch.int64
+    pad: float = 0
+
+
+def pad_inputs(specs: dict[str, InputSpec], live: dict[str, torch.Tensor], bs: int, size: int,
+               out: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+    """Copy live rows into `out` (static buffers) or fresh tensors, padding rows to `size`
+    requests with each input's pad value. Returns views of exactly `size` requests."""
+    views = {}
+    for name, spec in specs.items():
+        src = live[name]
+        n_live, n_all = bs * spec.per_req, size * spec.per_req
+        if out is None:
+            dst = torch.empty((n_all, *spec.tail), dtype=spec.dtype, device=src.device)
+        else:
+            dst = out[name][:n_all]
+        dst[:n_live].copy_(src.reshape(n_live, *spec.tail))
+        dst[n_live:].fill_(spec.pad)
+        views[name] = dst
+    return views
+
+
+class PhaseRunner:
+    def __init__(self, phase, device: torch.device, use_graph: bool, buckets: list[int],
+                 max_bs: int, batch_invariant: bool, factory: GraphFactory | None) -> None:
+        self.phase = phase
+        self.device = device
+        self.batch_invariant = batch_invariant
+        self.buckets = sorted({b for b in buckets if 1 <= b <= max_bs})
+        self.graphs, self.outputs, self.metadata, self.views = {}, {}, {}, {}
+        self.last_ran_graph = False
+        if use_graph and self.buckets:
+            self._capture_all(factory)
+
+    # -- capture ------------------------------------------------------------------------
+    def _capture_all(self, factory: GraphFactory) -> None:
+        top = self.buckets[-1]
+        self.static = {n: torch.zeros((top * s.per_req, *s.tail), dtype=s.dtype, device=self.device)
+                       for n, s in self.phase.inputs.items()}
+        for size in reversed(self.buckets):  # largest first: smaller graphs reuse its pool
+            empty = {n: torch.empty((0, *s.tail), dtype=s.dtype, device=self.device)
+                     for n, s in self.phase.inputs.items()}
+            views = pad_inputs(self.phase.inputs, empty, 0, size, self.static)
+            views.update(self.phase.extra_static(size, self.static))
+            md = self.phase.capture_metadata(views, size)
+            graph = factory.make()
+            self.outputs[size] = graph.capture(lambda: self.phase.forward(views, size, md))
+            self.graphs[size], self.metadata[size], self.views[size] = graph, md, views
+
+    def can_run(self, bs: int) -> bool:
+        return bool(self.graphs) and bs <= self.buckets[-1]
+
+    def bucket(self, bs: int) -> int:
+        return next(b for b in self.buckets if b >= bs)
+
+    # -- run ----------------------------------------------------------------------------
+    def run(self, live: dict[str, torch.Tensor], bs: int) -> dict[str, torch.Tensor]:
+        """Outputs for the bs live requests, as fresh tensors (never the graph's buffers)."""
+        self.last_ran_graph = self.can_run(bs)
+        if self.last_ran_graph:
+            size = self.bucket(bs)
+            views = pad_inputs(self.phase.inputs, live, bs, size, self.static)
+            views.update(self.phase.load_extra(live, bs, size, self.views[size]))
+            self.phase.replay_metadata(views, size, self.metadata[size])
+            self.graphs[size].replay()
+            outs = self.outputs[size]
+            self.phase.after_replay(views, size, bs, self.metadata[size], outs)
+        else:
+            size = self.bucket(bs) if self.batch_invariant and bs <= max(self.buckets, default=0) else bs
+            views = pad_inputs(self.phase.inputs, live, bs, size)
+            views.update(self.phase.load_extra(live, bs, size, None))
+            outs = self.phase.forward(views, size, None, bs)
+        return self.phase.slice_outputs(outs, bs)

@@ -1,0 +1,74 @@
+"""A CPU stand-in for torch.cuda.CUDAGraph, used automatically when there is no CUDA.
+
+What it models: capture runs the function once, eagerly, and records every aten op it
+dispatches, with its tensor arguments by identity and its non-tensor arguments by value.
+Replay re-executes that op list against the same tensors, writing each op's result into the
+tensor object capture produced. So, as on a GPU:
+- Python control flow and host scalars are frozen at capture time;
+- a static input must be updated in place: a rebound attribute is never read by replay;
+- an output tensor kept across a replay is overwritten by the next replay;
+- in-place updates of static buffers (positions.add_) happen again at every replay.
+A host sync inside capture (.item(), bool(tensor), nonzero, repeat_interleave without
+output_size) raises GraphCaptureError, as cudaStreamCaptureStatus would make it fail.
+
+What it cannot model: kernels that run outside torch dispatch (Triton, also interpreted),
+so engines refuse cuda_graph with Triton kernels on CPU; `Tensor.tolist()`, which bypasses
+dispatch; timing, streams, and memory-pool sharing (each op allocates afresh at replay before
+copying into the captured output).
+"""
+from __future__ import annotations
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+_SYNC_OPS = {
+    torch.ops.aten._local_scalar_dense.default,
+    torch.ops.aten.is_nonzero.default,
+    torch.ops.aten.nonzero.default,
+}
+
+
+class GraphCaptureError(RuntimeError):
+    """Something that a real CUDA graph capture would reject."""
+
+
+class _Recorder(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: list[tuple] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _SYNC_OPS or (func is torch.ops.aten.repeat_interleave.Tensor
+                                 and kwargs.get("output_size") is None):
+            raise GraphCaptureError(f"host synchronisation inside graph capture: {func}")
+        out = func(*args, **kwargs)
+        aliased = any(r.alias_info is not None for r in func._schema.returns)
+        self.ops.append((func, args, kwargs, out, aliased))
+        return out
+
+
+class CPUGraph:
+    """Same surface as the CUDA wrapper: `capture(fn)` returns fn's outputs; `replay()`."""
+
+    def __init__(self) -> None:
+        self._ops: list[tuple] | None = None
+
+    def capture(self, fn):
+        rec = _Recorder()
+        with rec:
+            out = fn()
+        self._ops = rec.ops
+        return out
+
+    def replay(self) -> None:
+        if self._ops is None:
+            raise GraphCaptureError("replay() before capture()")
+        for func, args, kwargs, captured, aliased in self._ops:
+            new = func(*args, **kwargs)
+            if aliased:  # in-place ops and views: the captured tensor already shares memory
+                continue
+            for dst, src in zip(tree_flatten(captured)[0], tree_flatten(new)[0]):
+                if isinstance(dst, torch.Tensor):
+                    dst.copy_(src)

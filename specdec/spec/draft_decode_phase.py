@@ -1,0 +1,100 @@
+"""The multi-step draft decode as one phase: all num_steps - 1 forwards with their top-k
+selection, the true-ancestry KV copies and organize_draft_results, in one graph."""
+from __future__ import annotations
+
+import torch
+
+from specdec.attention.forward_batch import ForwardBatch, ForwardMode
+from specdec.graphs.runner import SEQ_LEN_FILL, InputSpec
+from specdec.spec.layout import per_step_draft_out_cache_loc
+from specdec.spec.phases import Phase, _run
+from specdec.spec.select import fast_topk, organize_draft_results, parent_branch, select_top_k_tokens
+
+
+class DraftDecodePhase(Phase):
+    def __init__(self, engine) -> None:
+        super().__init__(engine)
+        spec, h = engine.spec, engine.drafter.cfg.hidden_size
+        self.topk, self.steps = spec.topk, spec.num_steps
+        self.inputs = {
+            "req_pool_indices": InputSpec(1), "seq_lens": InputSpec(1, pad=SEQ_LEN_FILL),
+            "kv_prefix_lens": InputSpec(1, pad=SEQ_LEN_FILL),
+            "out_cache_loc": InputSpec(self.topk * self.steps), "positions": InputSpec(self.topk),
+            "topk_p": InputSpec(1, (self.topk,), torch.float32),
+            "topk_index": InputSpec(1, (self.topk,)),
+            "hidden": InputSpec(1, (h,), engine.dtype)}
+
+    @property
+    def e_backend(self):
+        return self.e.draft_backend
+
+    def batch(self, v, size, step: int, input_ids=None, hidden=None):
+        if input_ids is None:  # metadata does not read tokens: any ids of the right count
+            input_ids = v["positions"]
+        return ForwardBatch(ForwardMode.DRAFT_DECODE, input_ids, v["positions"], v["out_cache_loc"],
+                            v["req_pool_indices"], v["seq_lens"], v["kv_prefix_lens"],
+                            topk=self.topk, num_steps=self.steps, draft_step=step,
+                            hidden_states=hidden)
+
+    def capture_metadata(self, v, size):
+        return [self.e_backend.init_forward_metadata_capture_cuda_graph(self.batch(v, size, i))
+                for i in range(self.steps - 1)]
+
+    def replay_metadata(self, v, size, md) -> None:
+        for i, m in enumerate(md):
+            self.e_backend.init_forward_metadata_replay_cuda_graph(self.batch(v, size, i), m)
+
+    def forward(self, v, size, md, bs=None):
+        topk, steps = self.topk, self.steps
+        positions = v["positions"]
+        per_step = per_step_draft_out_cache_loc(v["out_cache_loc"], size, topk, steps)
+        topk_p, topk_index, hidden = v["topk_p"], v["topk_index"], v["hidden"]
+        scores, score_list, token_list, parents_list = None, [], [], []
+        step_ids, step_pos, step_logits = [], [], []
+        for i in range(steps):
+            input_ids, hidden, scores, (s, t, p) = select_top_k_tokens(
+                i, topk_p, topk_index, hidden, scores, topk)
+            score_list.append(s)
+            token_list.append(t)
+            parents_list.append(p)
+            if i == steps - 1:
+                break
+            if i >= 1 and topk > 1:
+                self._follow_ancestry(per_step, parent_branch(p, i, topk), i, size)
+            fb = self.batch(v, size, i, input_ids, hidden)
+            logits, hidden = _run(self.e.drafter, self.e_backend, fb, None if md is None else md[i],
+                                  self.e.recorder)
+            step_ids.append(input_ids)
+            step_pos.append(positions.clone())
+            step_logits.append(logits)
+            topk_p, topk_index = fast_topk(torch.softmax(logits, dim=-1), topk)
+            positions.add_(1)  # after the forward: forward i runs at prefix + i (SGLang #25015)
+        if steps > 1:
+            positions.sub_(steps - 1)  # leave the (static) positions buffer as we found it
+        parent_list, top_scores_index, draft_tokens = organize_draft_results(
+            score_list, token_list, parents_list, self.e.spec.ndt)
+        return {"parent_list": parent_list, "top_scores_index": top_scores_index,
+                "draft_tokens": draft_tokens, "step_ids": step_ids, "step_pos": step_pos,
+                "step_logits": step_logits}
+
+    def _follow_ancestry(self, per_step, parents, i: int, size: int) -> None:
+        """Before forward i, a re-parented branch k takes over its parent branch's draft KV for
+        steps 0..i-1, so each row attends exactly to its own ancestors (conventions section 4)."""
+        rows = per_step[:i].view(i, size, self.topk)
+        src = torch.gather(rows, 2, parents.unsqueeze(0).expand(i, size, self.topk))
+        self.e.kernels.move_kv_cache(self.e_backend.pool.buffers, rows.reshape(-1), src.reshape(-1))
+
+    def after_replay(self, v, size, bs, md, outs) -> None:
+        if self.e.recorder is None:
+            return
+        for i, m in enumerate(md):
+            fb = self.batch(v, size, i, outs["step_ids"][i])
+            fb.positions, fb.attn_metadata, fb.num_padded = outs["step_pos"][i], m, size - bs
+            self.e.recorder.on_forward(fb, outs["step_logits"][i], None, graph=True)
+
+    def slice_outputs(self, outs, bs):
+        k = self.topk
+        return {"parent_list": outs["parent_list"][:bs].clone(),
+                "top_scores_index": outs["top_scores_index"][:bs].clone(),
+                "draft_tokens": outs["draft_tokens"][:bs].clone(),
+                "step_logits": [x[:bs * k].clone() for x in outs["step_logits"]]}

@@ -1,0 +1,162 @@
+"""The captured phases of a round: each declares its inputs and a forward over buffers.
+
+The same `forward` runs eagerly (md=None: metadata initialised per forward on the batch as it
+runs) and inside graph capture (md: static metadata refilled at every replay by the
+backend's replay entry point). Nothing here syncs with the host.
+"""
+from __future__ import annotations
+
+import torch
+
+from specdec.attention.forward_batch import ForwardBatch, ForwardMode
+from specdec.graphs.runner import SEQ_LEN_FILL, InputSpec
+from specdec.spec.select import fast_topk
+
+
+def _run(model, backend, fb, md, recorder, logit_rows=None):
+    if md is None:
+        backend.init_forward_metadata(fb)
+    else:
+        fb.attn_metadata = md
+    logits, hidden = model(fb, backend, logit_rows)
+    if md is None and recorder is not None:
+        recorder.on_forward(fb, logits, hidden, graph=False)
+    return logits, hidden
+
+
+class Phase:
+    inputs: dict[str, InputSpec] = {}
+    recorded_hidden = "hidden"  # which output the trace records as the forward's hidden states
+
+    def __init__(self, engine) -> None:
+        self.e = engine
+
+    def extra_static(self, size, static):
+        return {}
+
+    def load_extra(self, live, bs, size, static_views):
+        return {}
+
+    def capture_metadata(self, views, size):
+        return self.e_backend.init_forward_metadata_capture_cuda_graph(self.batch(views, size))
+
+    def replay_metadata(self, views, size, md) -> None:
+        self.e_backend.init_forward_metadata_replay_cuda_graph(self.batch(views, size), md)
+
+    def after_replay(self, views, size, bs, md, outs) -> None:
+        if self.e.recorder is not None:
+            fb = self.batch(views, size)
+            fb.attn_metadata, fb.num_padded = md, size - bs
+            hidden = outs[self.recorded_hidden] if self.recorded_hidden else None
+            self.e.recorder.on_forward(fb, outs["logits"], hidden, graph=True)
+
+
+class DecodePhase(Phase):
+    """Plain decode (the spec=None baseline): one row per request."""
+
+    inputs = {"input_ids": InputSpec(1), "positions": InputSpec(1), "out_cache_loc": InputSpec(1),
+              "req_pool_indices": InputSpec(1), "seq_lens": InputSpec(1, pad=SEQ_LEN_FILL)}
+
+    @property
+    def e_backend(self):
+        return self.e.target_backend
+
+    def batch(self, v, size):
+        return ForwardBatch(ForwardMode.DECODE, v["input_ids"], v["positions"], v["out_cache_loc"],
+                            v["req_pool_indices"], v["seq_lens"], v["seq_lens"],
+                            extend_lens=torch.ones_like(v["seq_lens"]))
+
+    def forward(self, v, size, md, bs=None):
+        logits, _ = _run(self.e.target, self.e_backend, self.batch(v, size), md, self.e.recorder)
+        return {"logits": logits}
+
+    def slice_outputs(self, outs, bs):
+        return {"logits": outs["logits"][:bs].clone()}
+
+
+class VerifyPhase(Phase):
+    """Target verify: ndt tree rows per request over prefix + tree mask."""
+
+    def __init__(self, engine) -> None:
+        super().__init__(engine)
+        ndt = engine.spec.ndt
+        self.inputs = {"input_ids": InputSpec(ndt), "positions": InputSpec(ndt),
+                       "out_cache_loc": InputSpec(ndt), "req_pool_indices": InputSpec(1),
+                       "seq_lens": InputSpec(1, pad=SEQ_LEN_FILL)}
+        self.seq_lens_sum = 0
+
+    @property
+    def e_backend(self):
+        return self.e.target_backend
+
+    def extra_static(self, size, static):
+        self.seq_lens_sum = size * SEQ_LEN_FILL  # capture runs on padding only
+        if "custom_mask" not in static:
+            ndt = self.e.spec.ndt
+            n = size * ndt * (self.e.max_context + ndt)  # FULL_MASK at full context
+            static["custom_mask"] = torch.ones(n, dtype=torch.bool, device=self.e.device)
+        return {"custom_mask": static["custom_mask"]}
+
+    def load_extra(self, live, bs, size, static_views):
+        mask, ndt = live["custom_mask"], self.e.spec.ndt
+        # Padded requests have seq_len SEQ_LEN_FILL: their FULL_MASK blocks follow, all True.
+        self.seq_lens_sum = live["seq_lens_sum"] + (size - bs) * SEQ_LEN_FILL
+        if static_views is None:
+            pad = torch.ones((size - bs) * ndt * (SEQ_LEN_FILL + ndt), dtype=torch.bool,
+                             device=mask.device)
+            return {"custom_mask": torch.cat([mask, pad])}
+        dst = static_views["custom_mask"]
+        dst[:mask.numel()].copy_(mask)
+        dst[mask.numel():].fill_(True)
+        return {"custom_mask": dst}
+
+    def batch(self, v, size):
+        return ForwardBatch(ForwardMode.TARGET_VERIFY, v["input_ids"], v["positions"],
+                            v["out_cache_loc"], v["req_pool_indices"], v["seq_lens"], v["seq_lens"],
+                            seq_lens_sum=self.seq_lens_sum, num_draft_tokens=self.e.spec.ndt,
+                            custom_mask=v["custom_mask"])
+
+    def forward(self, v, size, md, bs=None):
+        logits, hidden = _run(self.e.target, self.e_backend, self.batch(v, size), md, self.e.recorder)
+        return {"logits": logits, "hidden": hidden}
+
+    def slice_outputs(self, outs, bs):
+        n = bs * self.e.spec.ndt
+        return {"logits": outs["logits"][:n].clone(), "hidden": outs["hidden"][:n].clone()}
+
+
+class DraftExtendPhase(Phase):
+    """Draft extend after decode: ndt rows per request; row accept_lens-1 gives the next
+    round's candidates and hidden state."""
+
+    recorded_hidden = None  # the graph keeps only the selected rows' hidden states
+
+    def __init__(self, engine) -> None:
+        super().__init__(engine)
+        ndt, h = engine.spec.ndt, engine.drafter.cfg.hidden_size
+        self.inputs = {"input_ids": InputSpec(ndt), "positions": InputSpec(ndt),
+                       "out_cache_loc": InputSpec(ndt), "hidden": InputSpec(ndt, (h,), engine.dtype),
+                       "req_pool_indices": InputSpec(1), "seq_lens": InputSpec(1, pad=SEQ_LEN_FILL),
+                       "kv_prefix_lens": InputSpec(1, pad=SEQ_LEN_FILL),
+                       "accept_lens": InputSpec(1, pad=1)}
+
+    @property
+    def e_backend(self):
+        return self.e.draft_backend
+
+    def batch(self, v, size):
+        return ForwardBatch(ForwardMode.DRAFT_EXTEND, v["input_ids"], v["positions"],
+                            v["out_cache_loc"], v["req_pool_indices"], v["seq_lens"],
+                            v["kv_prefix_lens"], extend_lens=torch.full_like(v["seq_lens"], self.e.spec.ndt),
+                            hidden_states=v["hidden"])
+
+    def forward(self, v, size, md, bs=None):
+        ndt = self.e.spec.ndt
+        rows = torch.arange(size, device=self.e.device) * ndt + v["accept_lens"] - 1
+        logits, hidden = _run(self.e.drafter, self.e_backend, self.batch(v, size), md,
+                              self.e.recorder, rows)
+        topk_p, topk_index = fast_topk(torch.softmax(logits, dim=-1), self.e.spec.topk)
+        return {"logits": logits, "topk_p": topk_p, "topk_index": topk_index, "hidden": hidden[rows]}
+
+    def slice_outputs(self, outs, bs):
+        return {k: v[:bs].clone() for k, v in outs.items()}

@@ -1,0 +1,92 @@
+"""The CUDA-graph path (real graphs on GPU, the stand-in on CPU) against the eager path."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from harness.runs import default_device, make_prompts
+from specdec import Engine, SpecConfig
+from specdec.trace import TraceRecorder
+
+DEVICE = default_device()
+DTYPES = ["float32", "bfloat16"] if DEVICE == "cuda" else ["float32"]
+GRAPH_BS = [1, 2, 3, 4, 6, 8]  # 5 and 7 pad; 9..20 fall back to eager
+
+
+def spec_for(topk, steps):
+    return SpecConfig(topk, steps, steps + 1 if topk == 1 else min(topk * steps + 1, 8))
+
+
+def engine(spec, page_size, dtype, **kw):
+    return Engine(model="tiny", spec=spec, draft=kw.pop("draft", "eagle"), page_size=page_size,
+                  device=DEVICE, dtype=dtype, max_batch=20, cuda_graph_bs=GRAPH_BS, **kw)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("page_size", [1, 16])
+@pytest.mark.parametrize("topk,steps", [(1, 1), (1, 3), (4, 1), (4, 3)])
+def test_graph_tokens_equal_eager(topk, steps, page_size, dtype):
+    """Batch sizes 1..20 with graphs captured up to 8 (padding and fallback both occur): graph
+    and eager runs of the same prompts give identical tokens."""
+    spec = spec_for(topk, steps)
+    eager = engine(spec, page_size, dtype, cuda_graph=False)
+    graph = engine(spec, page_size, dtype, cuda_graph=True)
+    for bs in range(1, 21):
+        prompts = make_prompts(seed=bs, batch_size=bs, vocab_size=320, max_len=12)
+        assert graph.generate(prompts, 8) == eager.generate(prompts, 8), f"bs={bs}"
+    graph.check_accounting()
+    assert graph.rounds.verifier.runner.graphs  # graphs were captured and used
+
+
+def _traced_run(spec, page_size, dtype, prompts, **kw):
+    eng = engine(spec, page_size, dtype, **kw)
+    eng.recorder = TraceRecorder(page_size, keep_kv_slots=False)
+    eng.generate(prompts, 8)
+    return eng
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("page_size", [1, 16])
+@pytest.mark.parametrize("topk,steps", [(1, 3), (4, 3), (4, 1)])
+def test_batch_invariant_eager_is_bitwise_graph(topk, steps, page_size, dtype):
+    """With batch-invariant eager mode both paths run identical padded shapes: identical
+    logits and hidden states in every forward and identical KV bytes at every real slot."""
+    spec = spec_for(topk, steps)
+    for bs in (3, 7, 11):
+        prompts = make_prompts(seed=40 + bs, batch_size=bs, vocab_size=320, max_len=12)
+        a = _traced_run(spec, page_size, dtype, prompts, cuda_graph=False, batch_invariant=True)
+        b = _traced_run(spec, page_size, dtype, prompts, cuda_graph=True)
+        fa = a.recorder.prefill + [f for r in a.recorder.rounds for f in r.forwards]
+        fb = b.recorder.prefill + [f for r in b.recorder.rounds for f in r.forwards]
+        assert [f.mode for f in fa] == [f.mode for f in fb]
+        # bs 11 starts on the eager fallback; graphs take over as requests finish.
+        assert b.recorder.rounds[0].forwards[0].graph == (bs <= 8)
+        for i, (x, y) in enumerate(zip(fa, fb)):
+            assert torch.equal(x.logits, y.logits), f"bs={bs} forward {i} ({x.mode}) logits"
+            if x.hidden is not None and y.hidden is not None:
+                assert torch.equal(x.hidden, y.hidden), f"bs={bs} forward {i} ({x.mode}) hidden"
+        real = slice(page_size, None)  # page 0 is the padding dummy
+        for pa, pb in ((a.target_backend.pool, b.target_backend.pool),
+                       (a.draft_backend.pool, b.draft_backend.pool)):
+            for x, y in zip(pa.buffers, pb.buffers):
+                assert torch.equal(x[real], y[real]), f"bs={bs}: KV bytes differ"
+
+
+@pytest.mark.parametrize("draft", ["eagle", "self"])
+@pytest.mark.parametrize("topk,steps,ndt", [(1, 3, 4), (2, 3, 6), (4, 2, 9)])
+def test_graph_lossless_and_self_draft(topk, steps, ndt, draft):
+    """Issue 2's laws with cuda_graph=True: lossless greedy, and for self-draft, draft logits
+    equal verify logits node by node (topk 1: total acceptance)."""
+    from harness.oracles import check_lossless, check_self_draft_logits, check_total_acceptance
+    from harness.runs import greedy_baseline
+    prompts = make_prompts(seed=5, batch_size=6, vocab_size=320, max_len=16)
+    spec = SpecConfig(topk, steps, ndt)
+    eng = engine(spec, 4, "float32", cuda_graph=True, draft=draft)
+    eng.recorder = TraceRecorder(4, keep_kv_slots=False)
+    out = eng.generate(prompts, 16)
+    ref, margins = greedy_baseline("tiny", prompts, 16, DEVICE)
+    check_lossless(out, ref, margins, eng.dtype)
+    if draft == "self":
+        assert check_self_draft_logits(eng.recorder, topk, ndt, eng.dtype) > 0
+        if topk == 1:
+            check_total_acceptance(eng.recorder, steps, ndt, eng.dtype)
