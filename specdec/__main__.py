@@ -28,6 +28,14 @@ def _generate(args) -> int:
     return 0
 
 
+def _bench(args) -> int:
+    from specdec.bench import graphs, results
+    rows = graphs.run(args.device, args.dtype, args.models.split(","),
+                      [int(x) for x in args.batch_sizes.split(",")])
+    results.write(args.out or f"bench/results/{args.what}-{args.device}.json", args.device, rows)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m specdec")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -46,7 +54,16 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--max-new-tokens", type=int, default=16)
     g.add_argument("--prompt", action="append", required=True,
                    help="space-separated token ids; repeat for a batch")
+    b = sub.add_parser("bench", help="benchmarks; results go to bench/results/")
+    b.add_argument("what", choices=["graphs"])
+    b.add_argument("--device", default="cuda" if __import__("torch").cuda.is_available() else "cpu")
+    b.add_argument("--dtype", default="bfloat16")
+    b.add_argument("--models", default="tiny,llama-1b")
+    b.add_argument("--batch-sizes", default="1,8")
+    b.add_argument("--out", default=None)
     args = ap.parse_args(argv)
+    if args.cmd == "bench":
+        return _bench(args)
     try:
         return _generate(args)
     except ValueError as exc:

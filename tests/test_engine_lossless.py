@@ -20,11 +20,12 @@ def spec_for(topk: int, steps: int) -> SpecConfig:
     return SpecConfig(topk=topk, num_steps=steps, num_draft_tokens=ndt)
 
 
+@pytest.mark.parametrize("cuda_graph", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("draft", ["eagle", "self"])
 @pytest.mark.parametrize("page_size", [1, 4, 16])
 @pytest.mark.parametrize("topk", [1, 2, 4])
-def test_lossless_greedy(topk, page_size, draft, dtype):
+def test_lossless_greedy(topk, page_size, draft, dtype, cuda_graph):
     """For every num_steps and batch sizes 1 and 5 with ragged prompts: speculative greedy ==
     plain greedy, token for token (ties as oracle 6 says)."""
     for bs in (1, 5):
@@ -32,21 +33,23 @@ def test_lossless_greedy(topk, page_size, draft, dtype):
         ref, margins = greedy_baseline("tiny", prompts, 16, DEVICE, dtype)
         for steps in STEPS:
             eng = Engine(model="tiny", spec=spec_for(topk, steps), draft=draft,
-                         page_size=page_size, device=DEVICE, dtype=dtype)
+                         page_size=page_size, device=DEVICE, dtype=dtype, max_batch=5,
+                         cuda_graph=cuda_graph, cuda_graph_bs=[1, 2, 4])
             out = eng.generate(prompts, max_new_tokens=16)
             check_lossless(out, ref, margins, eng.dtype)
             eng.check_accounting()
 
 
+@pytest.mark.parametrize("cuda_graph", [False, True])
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("page_size", [1, 4, 16])
 @pytest.mark.parametrize("topk,steps", [(1, 1), (1, 3), (1, 5), (2, 3), (4, 2), (4, 3)])
-def test_self_draft(topk, steps, page_size, dtype):
+def test_self_draft(topk, steps, page_size, dtype, cuda_graph):
     """Self-draft: every draft logit equals the verify logit at the node's parent; with
     topk 1 every round accepts all num_steps drafts (ties excepted)."""
     spec = spec_for(topk, steps)
     eng = Engine(model="tiny", spec=spec, draft="self", page_size=page_size, device=DEVICE,
-                 dtype=dtype)
+                 dtype=dtype, cuda_graph=cuda_graph, cuda_graph_bs=[1, 2, 4])
     eng.recorder = TraceRecorder(page_size, keep_kv_slots=False)
     eng.generate(make_prompts(seed=7, batch_size=4, vocab_size=320), max_new_tokens=20)
     assert check_self_draft_logits(eng.recorder, topk, spec.ndt, eng.dtype) > 0

@@ -62,9 +62,16 @@ def test_batch_invariant_eager_is_bitwise_graph(topk, steps, page_size, dtype):
         # bs 11 starts on the eager fallback; graphs take over as requests finish.
         assert b.recorder.rounds[0].forwards[0].graph == (bs <= 8)
         for i, (x, y) in enumerate(zip(fa, fb)):
-            assert torch.equal(x.logits, y.logits), f"bs={bs} forward {i} ({x.mode}) logits"
-            if x.hidden is not None and y.hidden is not None:
-                assert torch.equal(x.hidden, y.hidden), f"bs={bs} forward {i} ({x.mode}) hidden"
+            # Padded lanes read reserved slot 0, whose leftovers differ between runs: compare
+            # the real requests' rows (padding uses request row 0, real requests rows >= 1).
+            n_req = x.req_pool_indices.numel()
+            real = int((x.req_pool_indices > 0).sum())
+            for name in ("logits", "hidden"):
+                u, v = getattr(x, name), getattr(y, name)
+                if u is None or v is None:
+                    continue
+                rows = real * (u.shape[0] // n_req)
+                assert torch.equal(u[:rows], v[:rows]), f"bs={bs} forward {i} ({x.mode}) {name}"
         real = slice(page_size, None)  # page 0 is the padding dummy
         for pa, pb in ((a.target_backend.pool, b.target_backend.pool),
                        (a.draft_backend.pool, b.draft_backend.pool)):
