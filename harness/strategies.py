@@ -24,6 +24,7 @@ class RunConfig:
     seed: int
     dtype: str = "float32"
     model: str = "tiny"
+    cuda_graph: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -31,7 +32,7 @@ class RunConfig:
     @property
     def axes(self) -> tuple:
         """The coarse configuration this run covers (for coverage counts)."""
-        return (self.topk, self.num_steps, self.page_size, self.draft)
+        return (self.topk, self.num_steps, self.page_size, self.draft, self.cuda_graph)
 
 
 def spec_shapes():
@@ -45,8 +46,12 @@ def spec_shapes():
     return st.tuples(st.integers(1, 4), st.integers(1, 5)).flatmap(with_ndt)
 
 
+# Graphs are captured for these batch sizes: 5 and 7 need padding, 9 and 10 fall back to eager.
+GRAPH_BS = (1, 2, 3, 4, 6, 8)
+
+
 def run_configs(drafts=("eagle", "self"), page_sizes=(1, 2, 4, 16, 64), max_batch: int = 10,
-                dtypes=("float32",)):
+                dtypes=("float32",), graphs=(False, True)):
     return st.builds(
         lambda shape, **kw: RunConfig(*shape, **kw),
         spec_shapes(),
@@ -57,4 +62,5 @@ def run_configs(drafts=("eagle", "self"), page_sizes=(1, 2, 4, 16, 64), max_batc
         max_new_tokens=st.integers(1, 24),
         seed=st.integers(0, 2**31 - 1),
         dtype=st.sampled_from(dtypes),
+        cuda_graph=st.sampled_from(graphs),
     )

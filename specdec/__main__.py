@@ -9,19 +9,49 @@ from specdec import Engine, SpecConfig
 from specdec.config import MODEL_SHAPES
 
 
+def _codec(args):
+    """The tokenizer for text prompts: --tokenizer, else the --model directory's tokenizer.json;
+    None: prompts are token ids."""
+    from specdec.loading import has_tokenizer, is_checkpoint_dir, load_tokenizer
+    if args.tokenizer:
+        return load_tokenizer(args.tokenizer)
+    if is_checkpoint_dir(args.model) and has_tokenizer(args.model):
+        return load_tokenizer(args.model)
+    return None
+
+
+def _until_eos(ids: list[int], eos: list[int]) -> list[int]:
+    """Display only: the engine generates max_new_tokens; text stops at the first EOS."""
+    for i, t in enumerate(ids):
+        if t in eos:
+            return ids[:i]
+    return ids
+
+
 def _generate(args) -> int:
+    from specdec.loading import is_checkpoint_dir
+    from specdec.loading.config import eos_token_ids
     spec = None if args.no_spec else SpecConfig(args.topk, args.steps, args.ndt or 0)
+    codec = _codec(args)
+    if codec is not None:
+        prompts = [codec.encode(p) for p in args.prompt]
+    else:
+        try:
+            prompts = [[int(t) for t in p.split()] for p in args.prompt]
+        except ValueError:
+            raise SystemExit(f"--prompt takes space-separated token ids (or text, with a "
+                             f"tokenizer), got {args.prompt!r}") from None
     eng = Engine(model=args.model, spec=spec, draft=args.draft, page_size=args.page_size,
                  device=args.device, dtype=args.dtype, seed=args.seed, max_context=args.max_context)
-    try:
-        prompts = [[int(t) for t in p.split()] for p in args.prompt]
-    except ValueError:
-        raise SystemExit(f"--prompt takes space-separated token ids, got {args.prompt!r}") from None
     t0 = time.perf_counter()
     outs = eng.generate(prompts, max_new_tokens=args.max_new_tokens)
     dt = time.perf_counter() - t0
-    for p, o in zip(prompts, outs):
-        print(" ".join(map(str, p)), "->", " ".join(map(str, o)))
+    eos = eos_token_ids(args.model) if is_checkpoint_dir(args.model) else []
+    for text, p, o in zip(args.prompt, prompts, outs):
+        if codec is not None:
+            print(text, "->", codec.decode(_until_eos(o, eos)))
+        else:
+            print(" ".join(map(str, p)), "->", " ".join(map(str, o)))
     if spec is not None:
         print(f"# {eng.stats}")
     print(f"# {sum(map(len, outs))} tokens in {dt:.3f}s on {eng.device}")
@@ -36,12 +66,27 @@ def _bench(args) -> int:
     return 0
 
 
+def _model_arg(value: str) -> str:
+    import os
+    if value in MODEL_SHAPES or os.path.isdir(value):
+        return value
+    raise argparse.ArgumentTypeError(f"{value!r} is neither a model shape "
+                                     f"({', '.join(sorted(MODEL_SHAPES))}) nor a directory")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m specdec")
     sub = ap.add_subparsers(dest="cmd", required=True)
     g = sub.add_parser("generate", help="greedy generation, speculative unless --no-spec")
-    g.add_argument("--model", default="tiny", choices=sorted(MODEL_SHAPES))
-    g.add_argument("--draft", default="eagle", help="eagle, self, or a model shape name")
+    g.add_argument("--model", default="tiny", type=_model_arg,
+                   help=f"a shape name ({', '.join(sorted(MODEL_SHAPES))}) or a Hugging Face "
+                        "LlamaForCausalLM directory (config.json + *.safetensors)")
+    g.add_argument("--draft", default="eagle",
+                   help="eagle, self, a model shape name, or a directory: an EAGLE head or a "
+                        "standalone Llama draft")
+    g.add_argument("--tokenizer", default=None,
+                   help="directory with tokenizer.json (default: --model's, if it has one); "
+                        "with a tokenizer, prompts are text")
     g.add_argument("--topk", type=int, default=1)
     g.add_argument("--steps", type=int, default=3)
     g.add_argument("--ndt", type=int, default=None, help="verify tree size (default steps+1)")
@@ -53,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--max-context", type=int, default=512)
     g.add_argument("--max-new-tokens", type=int, default=16)
     g.add_argument("--prompt", action="append", required=True,
-                   help="space-separated token ids; repeat for a batch")
+                   help="text when a tokenizer is available, else space-separated token ids; "
+                        "repeat for a batch")
     b = sub.add_parser("bench", help="benchmarks; results go to bench/results/")
     b.add_argument("what", choices=["graphs"])
     b.add_argument("--device", default="cuda" if __import__("torch").cuda.is_available() else "cpu")

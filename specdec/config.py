@@ -19,6 +19,10 @@ class ModelConfig:
     rms_norm_eps: float = 1e-5
     tie_word_embeddings: bool = False
     max_position: int = 8192
+    # RoPE frequency scaling as in a Hugging Face config (None: plain RoPE), e.g. {"rope_type":
+    # "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+    # "original_max_position_embeddings": 8192}. Kept out of the hash (a dict is unhashable).
+    rope_scaling: dict | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         if self.num_heads % self.num_kv_heads:

@@ -13,6 +13,7 @@ from specdec.memory.kv_pool import KVPool
 from specdec.memory.manager import MemoryManager
 from specdec.memory.req_pool import DraftStatePool
 from specdec.kernel_set import kernel_set
+from specdec.loading import is_checkpoint_dir, load_drafter, load_llama, resolve_model_config
 from specdec.model.eagle import EagleHead
 from specdec.model.llama import LlamaModel, init_weights
 from specdec.graphs.runner import DEFAULT_BUCKETS
@@ -54,7 +55,7 @@ class Engine:
             raise ValueError(f"device={device!r} but CUDA is not available here; use device='cpu'")
         if max_batch < 1:
             raise ValueError(f"max_batch={max_batch} must be >= 1")
-        self.cfg = model_config(model) if isinstance(model, str) else model
+        self.cfg = resolve_model_config(model)  # a shape name, a ModelConfig or a checkpoint dir
         if spec is not None:
             spec.check_vocab(self.cfg.vocab_size)
         if max_context > self.cfg.max_position:
@@ -71,7 +72,9 @@ class Engine:
         self.recorder = None  # harness trace hook; None costs nothing
         self.stats = Stats()
 
-        self.target = self._build(LlamaModel(self.cfg), seed)
+        # A checkpoint directory's weights are loaded as they are (no seeded init).
+        self.target = (load_llama(model, self.device, self.dtype, self.cfg)
+                       if is_checkpoint_dir(model) else self._build(LlamaModel(self.cfg), seed))
         self.drafter = self._build_drafter(draft, seed) if spec is not None else None
         self.draft_kind = draft if spec is not None else None
         pages_per_req = self.max_context // page_size
@@ -106,10 +109,13 @@ class Engine:
             return head.to(device=self.device, dtype=self.dtype).eval()
         if draft == "self":
             return self.target
+        if is_checkpoint_dir(draft):  # an EAGLE head or a standalone Llama, weights as loaded
+            return load_drafter(draft, self.target, self.device, self.dtype)
         try:
             dcfg = model_config(draft)
         except ValueError:
-            raise ValueError(f"draft={draft!r}: expected 'eagle', 'self' or a model shape name") from None
+            raise ValueError(f"draft={draft!r}: expected 'eagle', 'self', a model shape name or "
+                             "a checkpoint directory") from None
         if dcfg.vocab_size != self.cfg.vocab_size:
             raise ValueError(f"draft model {draft!r} has vocab {dcfg.vocab_size}, the target "
                              f"{self.cfg.vocab_size}: they must match")
@@ -145,6 +151,8 @@ class Engine:
                     self.rounds.decode_step(active)
                 else:
                     self.rounds.spec_round(active)
+            if self.recorder is not None:
+                self.recorder.on_finish(self, reqs)
         finally:
             for r in reqs:
                 if r.row > 0 or r.pages:

@@ -116,7 +116,7 @@ class RoundRunner:
         seq = self._t([r.seq_len for r in reqs])
         seq_sum = sum(r.seq_len for r in reqs)
         if e.recorder is not None:
-            e.recorder.begin_round()
+            e.recorder.begin_round(rows, seq, e.req_to_token)
 
         tree = self.draft.decode(rows, seq)
         if e.recorder is not None:

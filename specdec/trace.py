@@ -33,7 +33,22 @@ class ForwardRecord:
 
 
 @dataclass
+class FinishedRequest:
+    """A request at the end of generate(), before its pages are released."""
+
+    rid: int
+    tokens: list[int]              # prompt + every committed token + the pending bonus
+    seq_len: int                   # committed target KV length
+    slots: torch.Tensor            # slot of each position 0..seq_len (the bonus's included)
+    target_kv: list[torch.Tensor]  # per layer [K; V] at those slots: [2, seq_len+1, Hkv, D]
+    draft_kv: list[torch.Tensor]
+
+
+@dataclass
 class RoundRecord:
+    req_pool_indices: torch.Tensor | None = None   # the round's requests
+    seq_lens: torch.Tensor | None = None           # committed lengths at the round's start
+    req_to_token: torch.Tensor | None = None       # their slot maps after the round's reservation
     forwards: list[ForwardRecord] = field(default_factory=list)
     parent_list: torch.Tensor | None = None        # [bs, topk*(num_steps-1)+1] inputs' global indices
     top_scores_index: torch.Tensor | None = None   # [bs, ndt-1] global candidate index per node
@@ -43,6 +58,7 @@ class RoundRecord:
     verify_logits: torch.Tensor | None = None      # [bs*ndt, V]
     accept_index: torch.Tensor | None = None
     accept_lens: torch.Tensor | None = None
+    accepted_tokens: torch.Tensor | None = None    # [bs*(num_steps+1)], stride num_steps+1
 
 
 def row_kv_slots(md, page_size: int) -> list[list[int]]:
@@ -69,11 +85,26 @@ class TraceRecorder:
         self.keep_kv_slots = keep_kv_slots
         self.prefill: list[ForwardRecord] = []
         self.rounds: list[RoundRecord] = []
+        self.finished: list[FinishedRequest] = []
         self._current: RoundRecord | None = None
 
-    def begin_round(self) -> None:
-        self._current = RoundRecord()
+    def begin_round(self, req_pool_indices, seq_lens, req_to_token) -> None:
+        self._current = RoundRecord(_host(req_pool_indices), _host(seq_lens),
+                                    _host(req_to_token[req_pool_indices]))
         self.rounds.append(self._current)
+
+    def on_finish(self, engine, reqs) -> None:
+        """Snapshot each request's committed KV before generate() releases its pages."""
+        r2t = engine.req_to_token
+        pools = [engine.target_backend.pool]
+        if engine.spec is not None:
+            pools.append(engine.draft_backend.pool)
+        for r in reqs:
+            slots = r2t[r.row, :r.seq_len + 1].long()
+            kv = [[torch.stack([k[slots], v[slots]]).cpu() for k, v in
+                   zip(p.k_buffers, p.v_buffers)] for p in pools]
+            self.finished.append(FinishedRequest(r.rid, r.prompt + r.output, r.seq_len,
+                                                 slots.cpu(), kv[0], kv[1] if len(kv) > 1 else []))
 
     def on_forward(self, fb, logits, hidden, graph: bool) -> None:
         md = fb.attn_metadata
@@ -90,8 +121,9 @@ class TraceRecorder:
         self._current.draft_tokens = _host(tree.draft_tokens)
         self._current.draft_out_cache_loc = _host(tree.out_cache_loc)
 
-    def on_verify(self, built, logits, accept_index, accept_lens) -> None:
+    def on_verify(self, built, logits, accept_index, accept_lens, accepted_tokens=None) -> None:
         self._current.tree = tuple(_host(t) for t in built)
         self._current.verify_logits = _host(logits)
         self._current.accept_index = _host(accept_index)
         self._current.accept_lens = _host(accept_lens)
+        self._current.accepted_tokens = _host(accepted_tokens)

@@ -14,17 +14,25 @@ from specdec.model.llama import DecoderLayer, LlamaModel
 class EagleHead(nn.Module):
     shifted = True  # row at position p consumes (target hidden h_p, token t_{p+1})
 
-    def __init__(self, cfg: ModelConfig, target: LlamaModel) -> None:
+    def __init__(self, cfg: ModelConfig, target: LlamaModel, fc_bias: bool = False,
+                 own_embedding: bool = False) -> None:
         super().__init__()
         self.cfg = cfg
-        self.fc = nn.Linear(2 * cfg.hidden_size, cfg.hidden_size, bias=False)
+        # Official EAGLE-1/2 checkpoints carry fc.bias; some heads ship their own embedding.
+        self.fc = nn.Linear(2 * cfg.hidden_size, cfg.hidden_size, bias=fc_bias)
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size) if own_embedding else None
         self.layers = nn.ModuleList([DecoderLayer(cfg, 0, input_norm=False)])
-        self.rope = RotaryEmbedding(cfg.head_dim, cfg.max_position, cfg.rope_theta)
+        self.rope = RotaryEmbedding.for_config(cfg)
         self._target = [target]  # shared weights, not a submodule (not saved twice)
+
+    @property
+    def target(self) -> LlamaModel:
+        return self._target[0]
 
     def forward(self, fb: ForwardBatch, backend, logit_rows: torch.Tensor | None = None):
         target = self._target[0]
-        emb = target.embed_tokens(fb.input_ids)
+        embed = target.embed_tokens if self.embed_tokens is None else self.embed_tokens
+        emb = embed(fb.input_ids)
         x = self.fc(torch.cat([emb, fb.hidden_states.to(emb.dtype)], dim=-1))
         for layer in self.layers:
             x = layer(x, fb.positions, self.rope, fb, backend)
@@ -44,3 +52,7 @@ class EagleHead(nn.Module):
         source = dict(self._target[0].layers[0].named_parameters())
         for name, p in self.layers[0].named_parameters():
             p.copy_(source[name])
+        if self.fc.bias is not None:  # drawn after the weights: the no-bias draw is unchanged
+            self.fc.bias.copy_(noise * torch.randn(self.fc.bias.shape, generator=gen))
+        if self.embed_tokens is not None:
+            self.embed_tokens.weight.copy_(self._target[0].embed_tokens.weight)

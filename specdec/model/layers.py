@@ -1,6 +1,8 @@
 """Llama building blocks: RMSNorm, rotary embedding, SwiGLU MLP."""
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -33,11 +35,42 @@ class RotaryEmbedding(nn.Module):
         self.register_buffer("cos", emb.cos().float(), persistent=False)
         self.register_buffer("sin", emb.sin().float(), persistent=False)
 
+    @classmethod
+    def for_config(cls, cfg) -> "RotaryEmbedding":
+        """The tables a ModelConfig asks for: its theta, its rope_scaling (llama3, linear)."""
+        return cls(cfg.head_dim, cfg.max_position, cfg.rope_theta,
+                   rope_inv_freq(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling))
+
     def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
         """q [N, Hq, D], k [N, Hkv, D] rotated at positions [N]; returns tensors in q's dtype."""
         cos = self.cos[positions].unsqueeze(1)
         sin = self.sin[positions].unsqueeze(1)
         return _rotate(q, cos, sin), _rotate(k, cos, sin)
+
+
+ROPE_TYPES = ("default", "linear", "llama3")
+
+
+def rope_inv_freq(head_dim: int, theta: float, scaling: dict | None) -> torch.Tensor:
+    """Inverse frequencies [head_dim/2] (float64), scaled as transformers' rope_type says."""
+    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    kind = (scaling or {}).get("rope_type", (scaling or {}).get("type", "default"))
+    if kind == "default":
+        return inv
+    if kind == "linear":
+        return inv / float(scaling["factor"])
+    if kind == "llama3":
+        factor = float(scaling["factor"])
+        low, high = float(scaling["low_freq_factor"]), float(scaling["high_freq_factor"])
+        old = float(scaling["original_max_position_embeddings"])
+        wavelen = 2 * math.pi / inv
+        scaled = torch.where(wavelen > old / low, inv / factor, inv)
+        smooth = (old / wavelen - low) / (high - low)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wavelen < old / high) & ~(wavelen > old / low)
+        return torch.where(medium, smoothed, scaled)
+    raise ValueError(f"rope_scaling rope_type={kind!r} is not supported; expected one of "
+                     f"{list(ROPE_TYPES)}")
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:

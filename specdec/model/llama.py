@@ -76,7 +76,7 @@ class LlamaModel(nn.Module):
         self.layers = nn.ModuleList(DecoderLayer(cfg, i) for i in range(cfg.num_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
-        self.rope = RotaryEmbedding(cfg.head_dim, cfg.max_position, cfg.rope_theta)
+        self.rope = RotaryEmbedding.for_config(cfg)
 
     @property
     def lm_head_weight(self) -> torch.Tensor:

@@ -63,7 +63,7 @@ class DraftDecodePhase(Phase):
                 self._follow_ancestry(per_step, parent_branch(p, i, topk), i, size)
             fb = self.batch(v, size, i, input_ids, hidden)
             logits, hidden = _run(self.e.drafter, self.e_backend, fb, None if md is None else md[i],
-                                  self.e.recorder)
+                                  self.e.recorder, num_padded=size - (bs or size))
             step_ids.append(input_ids)
             step_pos.append(positions.clone())
             step_logits.append(logits)

@@ -13,7 +13,8 @@ from specdec.graphs.runner import SEQ_LEN_FILL, InputSpec
 from specdec.spec.select import fast_topk
 
 
-def _run(model, backend, fb, md, recorder, logit_rows=None):
+def _run(model, backend, fb, md, recorder, logit_rows=None, num_padded: int = 0):
+    fb.num_padded = num_padded
     if md is None:
         backend.init_forward_metadata(fb)
     else:
@@ -67,7 +68,8 @@ class DecodePhase(Phase):
                             extend_lens=torch.ones_like(v["seq_lens"]))
 
     def forward(self, v, size, md, bs=None):
-        logits, _ = _run(self.e.target, self.e_backend, self.batch(v, size), md, self.e.recorder)
+        logits, _ = _run(self.e.target, self.e_backend, self.batch(v, size), md, self.e.recorder,
+                         num_padded=size - (bs or size))
         return {"logits": logits}
 
     def slice_outputs(self, outs, bs):
@@ -117,7 +119,8 @@ class VerifyPhase(Phase):
                             custom_mask=v["custom_mask"])
 
     def forward(self, v, size, md, bs=None):
-        logits, hidden = _run(self.e.target, self.e_backend, self.batch(v, size), md, self.e.recorder)
+        logits, hidden = _run(self.e.target, self.e_backend, self.batch(v, size), md, self.e.recorder,
+                              num_padded=size - (bs or size))
         return {"logits": logits, "hidden": hidden}
 
     def slice_outputs(self, outs, bs):
@@ -133,7 +136,9 @@ class DraftExtendPhase(Phase):
 
     def __init__(self, engine) -> None:
         super().__init__(engine)
-        ndt, h = engine.spec.ndt, engine.drafter.cfg.hidden_size
+        # "hidden" is the target's verify output (the EAGLE input); a standalone draft's own
+        # hidden size may differ from it.
+        ndt, h = engine.spec.ndt, engine.cfg.hidden_size
         self.inputs = {"input_ids": InputSpec(ndt), "positions": InputSpec(ndt),
                        "out_cache_loc": InputSpec(ndt), "hidden": InputSpec(ndt, (h,), engine.dtype),
                        "req_pool_indices": InputSpec(1), "seq_lens": InputSpec(1, pad=SEQ_LEN_FILL),
@@ -154,7 +159,7 @@ class DraftExtendPhase(Phase):
         ndt = self.e.spec.ndt
         rows = torch.arange(size, device=self.e.device) * ndt + v["accept_lens"] - 1
         logits, hidden = _run(self.e.drafter, self.e_backend, self.batch(v, size), md,
-                              self.e.recorder, rows)
+                              self.e.recorder, rows, size - (bs or size))
         topk_p, topk_index = fast_topk(torch.softmax(logits, dim=-1), self.e.spec.topk)
         return {"logits": logits, "topk_p": topk_p, "topk_index": topk_index, "hidden": hidden[rows]}
 

@@ -59,7 +59,7 @@ class Verifier:
         accepted[:, :width] = predict.view(bs, ndt)[:, :width]
         accepted = accepted.reshape(-1)
         if self.engine.recorder is not None:
-            self.engine.recorder.on_verify(built, logits, accept_index, accept_lens)
+            self.engine.recorder.on_verify(built, logits, accept_index, accept_lens, accepted)
         return VerifyResult(accept_lens, accepted, accept_index, predict.long(), hidden)
 
     def _finalize_accepted_tree_path(self, req_pool_indices, seq_lens, accept_index,

@@ -1,0 +1,142 @@
+"""Oracle 1: structural invariants, exact, from the per-forward trace.
+
+Every expectation is computed by the independent references (reference_layout,
+reference_tree) from the round's slot map, never by the engine's own layout code."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from harness import reference_layout as L
+from harness import reference_tree as T
+from harness.oracles import OracleFailure
+
+
+@dataclass(frozen=True)
+class SpecShape:
+    topk: int
+    num_steps: int
+    ndt: int
+    page_size: int
+    shifted: bool  # EAGLE head (True) or standalone draft model (False)
+
+
+def _first_diff(got: list, want: list) -> str:
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g != w:
+            return f"first difference at index {i}: got {g}, expected {w}"
+    return f"lengths differ: got {len(got)}, expected {len(want)}"
+
+
+def _expect(oracle: str, where: str, got: list, want: list) -> None:
+    if got != want:
+        raise OracleFailure(oracle, f"{where}: {_first_diff(got, want)}")
+
+
+def _by_mode(rnd, mode):
+    return [f for f in rnd.forwards if f.mode == mode]
+
+
+def check_round_structure(rnd, n: int, s: SpecShape) -> None:
+    """Draft positions (conventions section 3: forward i runs at prefix + i, the increment after
+    the forward), draft write slots per step and the slots each draft row reads (section 4),
+    tree = ancestor closure with positions seq_len + depth and children linked in node order
+    (section 6), verify write slots, greedy acceptance and the accepted-token layout (stride
+    num_steps + 1), the draft extend's positions, slots and compacted tokens (section 7), and
+    padded lanes writing only reserved slot 0 (section 8)."""
+    bs = rnd.seq_lens.numel()
+    seq = rnd.seq_lens.tolist()
+    r2t = rnd.req_to_token.long()
+    prefix = [q + (0 if s.shifted else 1) for q in seq]
+    decode = _by_mode(rnd, "draft_decode")
+    flat = [x for b in range(bs) for x in L.draft_out_cache_loc(
+        r2t[b].tolist(), prefix[b], s.topk, s.num_steps, s.page_size)]
+    per_step = L.per_step_rows(flat, bs, s.topk, s.num_steps)
+    for i, f in enumerate(decode):
+        where = f"round {n} draft forward {i}"
+        want_pos = [L.draft_positions(prefix[b], s.num_steps, s.shifted)[i]
+                    for b in range(bs) for _ in range(s.topk)]
+        _expect("draft_positions", where, f.positions[:bs * s.topk].tolist(), want_pos)
+        _expect("draft_write_slots", where, f.write_loc[:bs * s.topk].tolist(), per_step[i])
+        if f.kv_slots:
+            for b in range(bs):
+                for k in range(s.topk):
+                    want = [int(r2t[b, p]) for p in _branch_read_positions(prefix[b], k, i, s)]
+                    _expect("draft_read_slots", f"{where} request {b} branch {k}",
+                            f.kv_slots[b * s.topk + k], want)
+        _check_padding(f, bs * s.topk, where)
+
+    mask_blocks = _tree_masks(rnd.tree[0], seq, s.ndt)
+    target_predict = torch.argmax(rnd.verify_logits, dim=-1).tolist()
+    verify = _by_mode(rnd, "target_verify")[0]
+    extend = _by_mode(rnd, "draft_extend")[-1]
+    for b in range(bs):
+        where = f"round {n} request {b}"
+        tree = T.build_tree(rnd.parent_list[b].tolist(), rnd.top_scores_index[b].tolist(),
+                            s.topk, s.num_steps, s.ndt)
+        _expect("tree_mask", where, mask_blocks[b], tree["mask"])
+        want_pos = [seq[b] + d for d in tree["depth"]]
+        _expect("verify_positions", where, rnd.tree[1][b * s.ndt:(b + 1) * s.ndt].tolist(), want_pos)
+        _expect("verify_positions", where, verify.positions[b * s.ndt:(b + 1) * s.ndt].tolist(), want_pos)
+        _expect("tree_links", where, rnd.tree[3][b].tolist(), tree["next_token"])
+        _expect("tree_links", where, rnd.tree[4][b].tolist(), tree["next_sibling"])
+        for node, parent in enumerate(tree["parents"]):
+            if parent is not None and parent >= node:
+                raise OracleFailure("tree_order", f"{where}: node {node} precedes its parent {parent}")
+        _expect("verify_write_slots", where, verify.write_loc[b * s.ndt:(b + 1) * s.ndt].tolist(),
+                [int(r2t[b, seq[b] + t]) for t in range(s.ndt)])
+
+        cands = rnd.tree[5][b * s.ndt:(b + 1) * s.ndt].tolist()
+        accepted, _, _ = T.verify_greedy(cands, tree["parents"], target_predict[b * s.ndt:(b + 1) * s.ndt],
+                                         s.num_steps)
+        a = int(rnd.accept_lens[b])
+        got_nodes = [int(x) - b * s.ndt for x in rnd.accept_index[b, :a].tolist()]
+        _expect("greedy_accept", where, got_nodes, accepted)
+        w = s.num_steps + 1
+        got_tokens = rnd.accepted_tokens[b * w:b * w + a].tolist()
+        want_tokens = [target_predict[b * s.ndt + node] for node in accepted]
+        _expect("accepted_tokens", where, got_tokens, want_tokens)
+
+        ext_pos = L.draft_extend_positions(seq[b], s.ndt, s.shifted)
+        _expect("draft_extend_positions", where,
+                extend.positions[b * s.ndt:(b + 1) * s.ndt].tolist(), ext_pos)
+        want_slots = [int(r2t[b, p]) if j < a else 0 for j, p in enumerate(ext_pos)]
+        _expect("draft_extend_write_slots", where,
+                extend.write_loc[b * s.ndt:(b + 1) * s.ndt].tolist(), want_slots)
+        _expect("draft_extend_tokens", where, extend.input_ids[b * s.ndt:b * s.ndt + a].tolist(),
+                want_tokens)
+    _check_padding(verify, bs * s.ndt, f"round {n} verify")
+    _check_padding(extend, bs * s.ndt, f"round {n} draft extend")
+
+
+def _branch_read_positions(prefix: int, k: int, i: int, s: SpecShape) -> list[int]:
+    """Positions whose slots draft row (branch k, forward i) reads, in virtual order: the full
+    prefix pages, branch k's own copy of the prefix tail (per-branch page layout only; branch
+    0's is the request's own tail), then its steps 0..i."""
+    steps = L.draft_slot_positions(prefix, s.topk, s.num_steps, s.page_size)[k]
+    last = prefix % s.page_size if (s.page_size > 1 and s.topk > 1) else 0
+    return list(range(prefix - last)) + list(range(steps[0] - last, steps[0])) + steps[:i + 1]
+
+
+def _tree_masks(tree_mask: torch.Tensor, seq: list[int], ndt: int) -> list[list[list[bool]]]:
+    """Per request, the ndt x ndt tree part of the FULL_MASK layout."""
+    out, off = [], 0
+    for q in seq:
+        block = tree_mask[off:off + ndt * (q + ndt)].view(ndt, q + ndt)
+        out.append(block[:, q:].tolist())
+        off += ndt * (q + ndt)
+    return out
+
+
+def _check_padding(f, real_rows: int, where: str) -> None:
+    if f.num_padded and torch.any(f.write_loc[real_rows:] != 0):
+        raise OracleFailure("padding_slot_zero", f"{where}: a padded lane writes slot "
+                            f"{int(f.write_loc[real_rows:][f.write_loc[real_rows:] != 0][0])}")
+
+
+def check_structure(trace, s: SpecShape) -> int:
+    """Oracle 1 over every round of a run; returns the number of rounds checked."""
+    for n, rnd in enumerate(trace.rounds):
+        check_round_structure(rnd, n, s)
+    return len(trace.rounds)
