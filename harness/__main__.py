@@ -6,6 +6,7 @@ import json
 import sys
 
 import kernels._triton_env  # noqa: F401  (before anything imports triton)
+import torch
 from hypothesis import settings
 
 import conftest  # noqa: F401  (registers the Hypothesis profiles)
@@ -29,6 +30,8 @@ def main(argv=None) -> int:
     r.add_argument("--device", default=None)
     args = ap.parse_args(argv)
     device = args.device or default_device()
+    if device == "cpu":
+        torch.set_num_threads(1)  # tiny CPU models: threads only contend (see conftest.py)
     if args.cmd == "check":
         profile = settings.get_profile(args.profile) if args.profile else settings.default
         return check(args.budget, device, profile)

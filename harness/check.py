@@ -25,7 +25,9 @@ class PropertyReport:
 
 
 def repro_command(prop: str, cfg: RunConfig, device: str) -> str:
-    return (f"python -m harness repro {prop} --device {device} "
+    from specdec import faults
+    env = f"SPECDEC_FAULTS={','.join(sorted(faults.enabled()))} " if faults.enabled() else ""
+    return (f"{env}python -m harness repro {prop} --device {device} "
             f"--config '{json.dumps(cfg.to_dict(), sort_keys=True)}'")
 
 

@@ -7,7 +7,7 @@ from harness.kv_content import check_kv_content
 from harness.oracles import (check_eager_graph_bitwise, check_lossless, check_self_draft_logits,
                              check_total_acceptance)
 from harness.runs import default_device, greedy_baseline, make_prompts
-from harness.strategies import GRAPH_BS, RunConfig
+from harness.strategies import RunConfig
 from harness.structural import SpecShape, check_structure
 from specdec import Engine, SpecConfig
 from specdec.trace import TraceRecorder
@@ -21,8 +21,8 @@ def build_engine(cfg: RunConfig, device: str, **overrides) -> Engine:
     context = cfg.max_prompt_len + cfg.max_new_tokens + reserve_margin(spec, cfg.page_size)
     return Engine(model=cfg.model, spec=spec, draft=cfg.draft, page_size=cfg.page_size,
                   device=device, dtype=cfg.dtype, seed=cfg.seed % 1000,
-                  max_batch=max(cfg.batch_size, max(GRAPH_BS)), max_context=context,
-                  cuda_graph=cfg.cuda_graph, cuda_graph_bs=list(GRAPH_BS),
+                  max_batch=max(cfg.batch_size, max(cfg.graph_bs)), max_context=context,
+                  cuda_graph=cfg.cuda_graph, cuda_graph_bs=list(cfg.graph_bs),
                   batch_invariant=overrides.get("batch_invariant", False))
 
 

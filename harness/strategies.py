@@ -25,6 +25,10 @@ class RunConfig:
     dtype: str = "float32"
     model: str = "tiny"
     cuda_graph: bool = False
+    graph_bs: tuple = (1, 2, 3, 4, 6, 8)  # captured sizes: the rest pad up or fall back
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "graph_bs", tuple(self.graph_bs))  # JSON gives a list
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -46,21 +50,21 @@ def spec_shapes():
     return st.tuples(st.integers(1, 4), st.integers(1, 5)).flatmap(with_ndt)
 
 
-# Graphs are captured for these batch sizes: 5 and 7 need padding, 9 and 10 fall back to eager.
-GRAPH_BS = (1, 2, 3, 4, 6, 8)
-
-
 def run_configs(drafts=("eagle", "self"), page_sizes=(1, 2, 4, 16, 64), max_batch: int = 10,
-                dtypes=("float32",), graphs=(False, True)):
+                dtypes=("float32",), graphs=(False, True), graph_bs=(1, 2, 3, 4, 6, 8),
+                max_prompt_len: int = 40, max_new_tokens: int = 24):
+    """Batch sizes reach past the largest captured size, so padding and eager fallback both
+    occur in ordinary runs."""
     return st.builds(
         lambda shape, **kw: RunConfig(*shape, **kw),
         spec_shapes(),
         page_size=st.sampled_from(page_sizes),
         draft=st.sampled_from(drafts),
         batch_size=st.integers(1, max_batch),
-        max_prompt_len=st.integers(1, 40),
-        max_new_tokens=st.integers(1, 24),
+        max_prompt_len=st.integers(1, max_prompt_len),
+        max_new_tokens=st.integers(1, max_new_tokens),
         seed=st.integers(0, 2**31 - 1),
         dtype=st.sampled_from(dtypes),
         cuda_graph=st.sampled_from(graphs),
+        graph_bs=st.just(tuple(graph_bs)),
     )

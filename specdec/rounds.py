@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from specdec import faults
 from specdec.attention.forward_batch import ForwardBatch, ForwardMode
 from specdec.forward import run_forward
 from specdec.request import Req
@@ -126,6 +127,9 @@ class RoundRunner:
 
         accept_lens = res.accept_lens.tolist()
         accepted = res.accepted_tokens.view(len(reqs), spec.num_steps + 1).tolist()
+        if faults.on("bonus_stride_ndt"):  # the historical bug: stride ndt, not num_steps + 1
+            flat = res.accepted_tokens.tolist()
+            accepted = [(flat[b * spec.ndt:] + [0] * spec.ndt)[:spec.num_steps + 1] for b in range(len(reqs))]
         for r, a, toks in zip(reqs, accept_lens, accepted):
             r.output.extend(toks[:a])
             r.seq_len += a
@@ -147,6 +151,8 @@ class RoundRunner:
         r2t = self.e.req_to_token[rows]
         slots = torch.gather(r2t, 1, pos.clamp(max=r2t.shape[1] - 1)).long()
         loc = torch.where(j[None, :] < res.accept_lens[:, None], slots, torch.zeros_like(slots))
+        if faults.on("stale_draft_kv_after_accept"):
+            loc = torch.zeros_like(loc)  # the historical bug: accepted tokens' draft KV not rewritten
         self.draft.extend_after_decode({
             "input_ids": res.predict, "positions": pos.reshape(-1), "out_cache_loc": loc.reshape(-1),
             "hidden": res.hidden, "req_pool_indices": rows, "seq_lens": seq_old + res.accept_lens,

@@ -224,20 +224,22 @@ def eagle_dir(ckpts, tmp_path_factory):
     return str(out)
 
 
-@pytest.mark.parametrize("topk,steps,ndt,page_size", [(1, 3, 4, 1), (1, 2, 3, 4),
-                                                      (2, 3, 6, 1), (4, 2, 8, 4)])
-def test_spec_with_loaded_eagle_is_lossless(ckpts, eagle_dir, topk, steps, ndt, page_size):
+@pytest.mark.parametrize("topk,steps,ndt,page_size,graph", [
+    (1, 3, 4, 1, False), (1, 2, 3, 4, False), (2, 3, 6, 1, False), (4, 2, 8, 4, False),
+    (2, 3, 6, 4, True)])
+def test_spec_with_loaded_eagle_is_lossless(ckpts, eagle_dir, topk, steps, ndt, page_size, graph):
     path, _ = ckpts["llama3rope-mqa-untied-sharded"]
     prompts = prompts_for(300, seed=5, n=4)
     plain = engine(path, max_batch=4, page_size=page_size).generate(prompts, 16)
     eng = engine(path, SpecConfig(topk, steps, ndt), draft=eagle_dir, max_batch=4,
-                 page_size=page_size)
+                 page_size=page_size, cuda_graph=graph, cuda_graph_bs=[1, 2, 4])
     assert isinstance(eng.drafter, EagleHead) and eng.drafter.fc.bias is not None
     saved = safetensors_torch.load_file(os.path.join(eagle_dir, "model.safetensors"))
     assert torch.equal(eng.drafter.fc.bias.cpu(), saved["fc.bias"])  # not re-initialised
     assert eng.generate(prompts, 16) == plain
     eng.check_accounting()
-    print(f"\n[eagle topk={topk} steps={steps} ndt={ndt} page={page_size}] {eng.stats}")
+    print(f"\n[eagle topk={topk} steps={steps} ndt={ndt} page={page_size} graph={graph}] "
+          f"{eng.stats}")
 
 
 def test_official_eagle_layout_detected_by_keys(ckpts, tmp_path):
@@ -264,8 +266,10 @@ def test_standalone_draft_from_llama_dir(ckpts, tmp_path):
     draft = save(draft_hf, tmp_path / "draft")
     prompts = prompts_for(300, seed=4)
     plain = engine(path, max_batch=3).generate(prompts, 12)
-    for topk, steps, ndt in [(1, 3, 4), (2, 2, 5)]:
-        eng = engine(path, SpecConfig(topk, steps, ndt), draft=draft, max_batch=3)
+    # A draft narrower than the target (hidden 32 vs 64), eager and through (stand-in) graphs.
+    for topk, steps, ndt, graph in [(1, 3, 4, False), (2, 2, 5, False), (2, 2, 5, True)]:
+        eng = engine(path, SpecConfig(topk, steps, ndt), draft=draft, max_batch=3,
+                     cuda_graph=graph, cuda_graph_bs=[1, 2, 4])
         assert isinstance(eng.drafter, LlamaModel) and eng.drafter.cfg.hidden_size == 32
         assert torch.equal(eng.drafter.embed_tokens.weight.cpu(),
                            draft_hf.model.embed_tokens.weight.detach().cpu())

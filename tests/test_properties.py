@@ -3,12 +3,11 @@ Coarse axes (graph on/off, draft kind, page size) are parametrize axes so xdist 
 Each failure carries the one-line replay command (`python -m harness repro ...`)."""
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 from hypothesis import example, given, settings
 
+from harness.check import repro_command
 from harness.properties import PROPERTIES
 from harness.runs import default_device
 from harness.strategies import RunConfig, run_configs
@@ -16,7 +15,7 @@ from harness.strategies import RunConfig, run_configs
 DEVICE = default_device()
 ON_GPU = DEVICE == "cuda"
 # The CPU tier draws smaller runs; the GPU tier the full space (harness.md, tiers).
-SIZE = dict(max_batch=10) if ON_GPU else dict(max_batch=6)
+SIZE = dict(max_batch=10) if ON_GPU else dict(max_batch=10, max_prompt_len=24, max_new_tokens=16)
 DTYPES = ("float32", "bfloat16", "float16") if ON_GPU else ("float32",)
 
 
@@ -24,8 +23,7 @@ def _check(name: str, cfg: RunConfig) -> None:
     try:
         PROPERTIES[name](cfg, DEVICE)
     except Exception as exc:
-        exc.add_note(f"replay: python -m harness repro {name} --device {DEVICE} "
-                     f"--config '{json.dumps(cfg.to_dict(), sort_keys=True)}'")
+        exc.add_note(f"replay: {repro_command(name, cfg, DEVICE)}")
         raise
 
 

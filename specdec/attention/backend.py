@@ -9,7 +9,8 @@ from __future__ import annotations
 import torch
 
 import kernels
-from specdec.attention.forward_batch import ForwardBatch
+from specdec import faults
+from specdec.attention.forward_batch import ForwardBatch, ForwardMode
 from specdec.attention.metadata import AttentionMetadata, build_metadata
 from specdec.memory.kv_pool import KVPool
 
@@ -29,6 +30,8 @@ class AttentionBackend:
     def init_forward_metadata(self, fb: ForwardBatch) -> None:
         """Build metadata for `fb` exactly as it will run (after any padding)."""
         fb.attn_metadata = build_metadata(fb, self.req_to_token, self.page_size)
+        if fb.mode is ForwardMode.DRAFT_DECODE and faults.on("draft_per_step_loc_unsliced"):
+            fb.attn_metadata.write_loc = fb.out_cache_loc.view(fb.num_steps, -1)[fb.draft_step]
 
     # -- CUDA graphs ---------------------------------------------------------------------
     def init_forward_metadata_capture_cuda_graph(self, fb: ForwardBatch) -> AttentionMetadata:

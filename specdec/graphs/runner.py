@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
+from specdec import faults
 from specdec.graphs.cuda_graph import GraphFactory
 
 DEFAULT_BUCKETS = list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 161, 16))
@@ -40,7 +41,9 @@ def pad_inputs(specs: dict[str, InputSpec], live: dict[str, torch.Tensor], bs: i
         else:
             dst = out[name][:n_all]
         dst[:n_live].copy_(src.reshape(n_live, *spec.tail))
-        dst[n_live:].fill_(spec.pad)
+        if not (out is not None and name in ("positions", "out_cache_loc")
+                and faults.on("graph_pad_stale_positions")):
+            dst[n_live:].fill_(spec.pad)
         views[name] = dst
     return views
 

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 import torch
 
+from specdec import faults
 from specdec.attention.forward_batch import ForwardBatch
 from specdec.forward import run_forward
 from specdec.spec.select import fast_topk
@@ -48,6 +49,9 @@ class DraftWorker:
     def extend_after_decode(self, live: dict[str, torch.Tensor]) -> None:
         bs = live["req_pool_indices"].shape[0]
         outs = self.extend_runner.run(live, bs)
+        runner = self.extend_runner
+        if faults.on("draft_extend_reads_graph_buffers_on_fallback") and runner.graphs and not runner.last_ran_graph:
+            outs = {k: v[:bs] for k, v in runner.outputs[runner.buckets[-1]].items()}
         # `outs` are this run's outputs (eager or graph), never a runner's static buffers.
         self.state.store(live["req_pool_indices"], outs["hidden"], outs["topk_p"], outs["topk_index"])
 
@@ -61,7 +65,7 @@ class DraftWorker:
         tgt = torch.empty(n_copy, dtype=torch.int64, device=dev)
         self.e.kernels.assign_draft_cache_locs(req_pool_indices, self.e.req_to_token, prefix,
                                                out_cache_loc, src, tgt, topk, steps, ps)
-        if n_copy:
+        if n_copy and not faults.on("page_tail_not_duplicated"):
             # Page-granular readers see a branch's first page whole: give every branch its
             # own copy of the prefix tail (conventions section 4).
             self.e.kernels.move_kv_cache(self.backend.pool.buffers, tgt, src)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from specdec import faults
 from specdec.attention.forward_batch import ForwardBatch, ForwardMode
 from specdec.graphs.runner import SEQ_LEN_FILL, InputSpec
 from specdec.spec.layout import per_step_draft_out_cache_loc
@@ -61,6 +62,8 @@ class DraftDecodePhase(Phase):
                 break
             if i >= 1 and topk > 1:
                 self._follow_ancestry(per_step, parent_branch(p, i, topk), i, size)
+            if faults.on("draft_positions_early_increment"):
+                positions.add_(1)  # the historical bug: incremented before the forward
             fb = self.batch(v, size, i, input_ids, hidden)
             logits, hidden = _run(self.e.drafter, self.e_backend, fb, None if md is None else md[i],
                                   self.e.recorder, num_padded=size - (bs or size))
@@ -68,8 +71,9 @@ class DraftDecodePhase(Phase):
             step_pos.append(positions.clone())
             step_logits.append(logits)
             topk_p, topk_index = fast_topk(torch.softmax(logits, dim=-1), topk)
-            positions.add_(1)  # after the forward: forward i runs at prefix + i (SGLang #25015)
-        if steps > 1:
+            if not faults.on("draft_positions_early_increment"):
+                positions.add_(1)  # after the forward: forward i runs at prefix + i (SGLang #25015)
+        if steps > 1 and not faults.on("draft_capture_positions_not_restored"):
             positions.sub_(steps - 1)  # leave the (static) positions buffer as we found it
         parent_list, top_scores_index, draft_tokens = organize_draft_results(
             score_list, token_list, parents_list, self.e.spec.ndt)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import torch
 
+from specdec import faults
+
 
 def per_step_draft_out_cache_loc(out_cache_loc: torch.Tensor, batch_size: int, topk: int,
                                  num_steps: int) -> torch.Tensor:
@@ -20,8 +22,10 @@ def per_step_draft_out_cache_loc(out_cache_loc: torch.Tensor, batch_size: int, t
         f"out_cache_loc.shape[0]={out_cache_loc.shape[0]} != batch_size*topk*num_steps = "
         f"{batch_size}*{topk}*{num_steps}={expected}"
     )
-    return (out_cache_loc.view(batch_size, topk, num_steps).permute(2, 0, 1)
-            .reshape(num_steps, -1).contiguous())
+    rows = out_cache_loc.view(batch_size, topk, num_steps).permute(2, 0, 1)
+    if faults.on("draft_per_step_loc_strided"):
+        return rows.reshape(num_steps, -1)  # the historical bug: a view with stride num_steps
+    return rows.reshape(num_steps, -1).contiguous()
 
 
 def branch_geometry(prefix_lens: torch.Tensor, page_size: int, num_steps: int):

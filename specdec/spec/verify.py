@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import torch
 
 from kernels.tree import FULL_MASK
+from specdec import faults
 from specdec.spec.compaction import accepted_kv_moves, compact_accepted_to_front
 
 
@@ -50,7 +51,7 @@ class Verifier:
         self.k.verify_tree_greedy(predict, accept_index, accept_num, draft_tokens.view(bs, ndt),
                                   retrieve_index, next_token, next_sibling, target_predict)
         accept_lens = accept_num.long() + 1
-        if self.spec.topk > 1:
+        if self.spec.topk > 1 and not faults.on("tree_accept_not_compacted"):
             predict, hidden = self._finalize_accepted_tree_path(
                 req_pool_indices, seq_lens, accept_index, accept_lens, predict, hidden)
         # Accepted tokens have stride num_steps + 1 (not ndt, which may be smaller or larger).
@@ -69,7 +70,12 @@ class Verifier:
         bs, ndt = seq_lens.shape[0], self.spec.ndt
         tgt, src = accepted_kv_moves(self.engine.req_to_token, req_pool_indices, seq_lens,
                                      accept_index, accept_lens, ndt)
-        self.k.move_kv_cache(self.backend.pool.buffers, tgt, src)
+        if faults.on("kv_move_in_place"):  # the historical bug: scatter while gathering
+            for buf in self.backend.pool.buffers:
+                for t, s in zip(tgt.tolist(), src.tolist()):
+                    buf[t] = buf[s]
+        else:
+            self.k.move_kv_cache(self.backend.pool.buffers, tgt, src)
         predict = compact_accepted_to_front(predict, accept_index, bs, ndt)
         hidden = compact_accepted_to_front(hidden, accept_index, bs, ndt)
         return predict, hidden

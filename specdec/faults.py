@@ -1,0 +1,85 @@
+"""The bug zoo's fault points: named, historical mistakes the engine can be told to make.
+
+Each fault is one line at the exact place where the engine could make that mistake
+(`if faults.on("name"): ...`), off by default; checking one is a lookup in a frozenset.
+Switch faults on with SPECDEC_FAULTS=name[,name] (read at import), `with faults.active(...)`,
+or pytest's `--faults name`. conventions section 9 lists the classes.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Fault:
+    name: str
+    source: str
+    mistake: str
+
+
+REGISTRY: dict[str, Fault] = {f.name: f for f in [
+    Fault("draft_positions_early_increment", "SGLang #25015",
+          "positions incremented before each draft forward instead of after"),
+    Fault("draft_capture_positions_not_restored", "SGLang #25015",
+          "the captured draft function leaves positions advanced by num_steps-1"),
+    Fault("draft_per_step_loc_unsliced", "SGLang #26239",
+          "eager multi-step draft bakes a wrongly permuted out_cache_loc row into metadata"),
+    Fault("draft_per_step_loc_strided", "SGLang per-step contiguity test",
+          "per-step write slots handed to a stride-1 kernel as a strided view"),
+    Fault("draft_extend_reads_graph_buffers_on_fallback", "SGLang #22832",
+          "when the draft-extend graph cannot run, the state pool is updated from its static buffers"),
+    Fault("verify_metadata_before_padding", "SGLang #26244",
+          "eager verify initialises metadata before the batch is padded"),
+    Fault("tree_accept_not_compacted", "SGLang #26997",
+          "accepted tree path not moved to the front (KV, predict and hidden)"),
+    Fault("bonus_stride_ndt", "SGLang #26866",
+          "accepted-token buffer indexed with stride ndt instead of num_steps+1"),
+    Fault("graph_pad_stale_positions", "SGLang #10892",
+          "padded graph lanes keep stale positions and write slots"),
+    Fault("page_tail_not_duplicated", "SGLang #26972 / #7725",
+          "page_size>1, topk>1: prefix tail not copied into branches k >= 1"),
+    Fault("kv_move_in_place", "SGLang compaction tests",
+          "KV move scatters while gathering; overlapping ranges corrupt"),
+    Fault("stale_draft_kv_after_accept", "vLLM #14649",
+          "draft KV of accepted tokens not rewritten after accept"),
+]}
+
+_active: frozenset[str] = frozenset()
+
+
+def _validated(names) -> frozenset[str]:
+    names = frozenset(n.strip() for n in names if n and n.strip())
+    unknown = sorted(names - REGISTRY.keys())
+    if unknown:
+        raise ValueError(f"unknown fault(s) {unknown}; known faults: {sorted(REGISTRY)}")
+    return names
+
+
+def on(name: str) -> bool:
+    return name in _active
+
+
+def enabled() -> frozenset[str]:
+    return _active
+
+
+def set_active(names) -> None:
+    global _active
+    _active = _validated(names)
+
+
+@contextlib.contextmanager
+def active(*names: str):
+    """Turn faults on for a block (they are read when the engine runs, not when it is built)."""
+    global _active
+    saved = _active
+    _active = saved | _validated(names)
+    try:
+        yield
+    finally:
+        _active = saved
+
+
+set_active(os.environ.get("SPECDEC_FAULTS", "").split(","))
