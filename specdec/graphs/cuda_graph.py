@@ -1,6 +1,8 @@
 """Graphs on CUDA: torch.cuda.CUDAGraph captured into one shared memory pool."""
 from __future__ import annotations
 
+import gc
+
 import torch
 
 from specdec.graphs.standin import CPUGraph
@@ -18,8 +20,16 @@ class CudaGraph:
         with torch.cuda.stream(stream):
             fn()
         torch.cuda.current_stream().wait_stream(stream)
-        with torch.cuda.graph(self.graph, pool=self.pool):
-            out = fn()
+        # A CUDAGraph of an engine that is now garbage must not be destroyed mid-capture (its
+        # reset is not permitted while a stream captures, and invalidates this capture): collect
+        # first, and keep the collector off until the capture ends.
+        gc.collect()
+        gc.disable()
+        try:
+            with torch.cuda.graph(self.graph, pool=self.pool):
+                out = fn()
+        finally:
+            gc.enable()
         return out
 
     def replay(self) -> None:
