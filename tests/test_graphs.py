@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from harness.oracles import check_eager_graph_bitwise
 from harness.runs import default_device, make_prompts
 from specdec import Engine, SpecConfig
 from specdec.trace import TraceRecorder
@@ -56,27 +57,9 @@ def test_batch_invariant_eager_is_bitwise_graph(topk, steps, page_size, dtype):
         prompts = make_prompts(seed=40 + bs, batch_size=bs, vocab_size=320, max_len=12)
         a = _traced_run(spec, page_size, dtype, prompts, cuda_graph=False, batch_invariant=True)
         b = _traced_run(spec, page_size, dtype, prompts, cuda_graph=True)
-        fa = a.recorder.prefill + [f for r in a.recorder.rounds for f in r.forwards]
-        fb = b.recorder.prefill + [f for r in b.recorder.rounds for f in r.forwards]
-        assert [f.mode for f in fa] == [f.mode for f in fb]
         # bs 11 starts on the eager fallback; graphs take over as requests finish.
         assert b.recorder.rounds[0].forwards[0].graph == (bs <= 8)
-        for i, (x, y) in enumerate(zip(fa, fb)):
-            # Padded lanes read reserved slot 0, whose leftovers differ between runs: compare
-            # the real requests' rows (padding uses request row 0, real requests rows >= 1).
-            n_req = x.req_pool_indices.numel()
-            real = int((x.req_pool_indices > 0).sum())
-            for name in ("logits", "hidden"):
-                u, v = getattr(x, name), getattr(y, name)
-                if u is None or v is None:
-                    continue
-                rows = real * (u.shape[0] // n_req)
-                assert torch.equal(u[:rows], v[:rows]), f"bs={bs} forward {i} ({x.mode}) {name}"
-        real = slice(page_size, None)  # page 0 is the padding dummy
-        for pa, pb in ((a.target_backend.pool, b.target_backend.pool),
-                       (a.draft_backend.pool, b.draft_backend.pool)):
-            for x, y in zip(pa.buffers, pb.buffers):
-                assert torch.equal(x[real], y[real]), f"bs={bs}: KV bytes differ"
+        assert check_eager_graph_bitwise(a, b) > 0
 
 
 @pytest.mark.parametrize("draft", ["eagle", "self"])
