@@ -9,7 +9,6 @@ hang the GPU; on a valid tree (chains shorter than ndt) the bound never binds.
 from __future__ import annotations
 
 import kernels._triton_env  # noqa: F401  (must precede the triton import)
-import torch
 import triton
 import triton.language as tl
 

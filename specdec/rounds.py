@@ -72,7 +72,6 @@ class RoundRunner:
             self._draft_extend_prefill(reqs, fb, hidden)
 
     def _draft_extend_prefill(self, reqs: list[Req], target_fb: ForwardBatch, hidden) -> None:
-        e = self.e
         if self.draft.shifted:
             # Row p consumes (h_p, t_{p+1}): the prompt rotated left, the bonus last.
             ids = self._t([t for r in reqs for t in r.prompt[1:] + r.output[:1]])

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from harness.oracles import check_eager_graph_bitwise
 from harness.runs import default_device, make_prompts

@@ -4,7 +4,6 @@ Each failure carries the one-line replay command (`python -m harness repro ...`)
 from __future__ import annotations
 
 import pytest
-import torch
 from hypothesis import example, given, settings
 
 from harness.check import repro_command

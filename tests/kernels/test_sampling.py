@@ -10,6 +10,8 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
+from harness.strategies import spec_shapes
+
 from kernels.sampling import (tree_speculative_sampling_target_only as kernel,
                               tree_speculative_sampling_target_only_ref as ref)
 
@@ -23,9 +25,7 @@ VOCABS = [2, 7, 100, 1000, 1024, 8193, 10000]
 @st.composite
 def shapes(draw):
     bs = draw(st.integers(1, 6))
-    topk = draw(st.integers(1, 4))
-    steps = draw(st.integers(1, 5))
-    ndt = steps + 1 if topk == 1 else draw(st.integers(2, min(topk + (steps - 1) * topk * topk + 1, 32)))
+    topk, steps, ndt = draw(spec_shapes())  # feasible by construction, ndt <= 32
     return bs, topk, steps, ndt, draw(st.sampled_from(VOCABS)), draw(st.integers(0, 2**31 - 1))
 
 

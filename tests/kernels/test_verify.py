@@ -5,6 +5,8 @@ import kernels._triton_env  # noqa: F401
 import torch
 from hypothesis import given, settings, strategies as st
 
+from harness.strategies import spec_shapes
+
 from kernels.verify import verify_tree_greedy, verify_tree_greedy_ref
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -14,9 +16,7 @@ SENTINEL = -7  # predicts entries the kernel must not touch keep this value
 @st.composite
 def shapes(draw):
     bs = draw(st.integers(1, 6))
-    topk = draw(st.integers(1, 4))
-    steps = draw(st.integers(1, 5))
-    ndt = steps + 1 if topk == 1 else draw(st.integers(2, min(topk + (steps - 1) * topk * topk + 1, 32)))
+    topk, steps, ndt = draw(spec_shapes())  # feasible by construction, ndt <= 32
     return bs, topk, steps, ndt, draw(st.integers(0, 2**31 - 1))
 
 
