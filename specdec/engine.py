@@ -18,6 +18,7 @@ from specdec.model.eagle import EagleHead
 from specdec.model.llama import LlamaModel, init_weights
 from specdec.graphs.runner import DEFAULT_BUCKETS
 from specdec.request import Req
+from specdec.sampling_params import SamplingParams
 from specdec.rounds import RoundRunner
 from specdec.validate import check_prompts, reserve_margin
 
@@ -133,15 +134,18 @@ class Engine:
     # -- generation ---------------------------------------------------------------------
     @torch.inference_mode()
     def generate(self, prompts: list[list[int]], max_new_tokens: int = 16,
-                 temperature: float = 0.0) -> list[list[int]]:
-        """Greedy continuation of each prompt: `max_new_tokens` new tokens per prompt."""
-        if temperature != 0.0:
-            raise ValueError(f"temperature={temperature}: only greedy decoding (0.0) is "
-                             "supported by this engine so far")
+                 temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
+                 seed: int | None = None,
+                 sampling: SamplingParams | list[SamplingParams] | None = None) -> list[list[int]]:
+        """Continue each prompt by `max_new_tokens` tokens: greedy at temperature 0, else
+        sampled. `sampling` (one for all, or one per prompt) overrides the keyword knobs; a
+        per-request seed is `seed + i` for prompt i when `seed` is given."""
         check_prompts(prompts, self.cfg.vocab_size, self.max_batch, max_new_tokens,
                       self.max_context, reserve_margin(self.spec, self.page_size))
+        params = self._sampling_params(len(prompts), temperature, top_k, top_p, seed, sampling)
         self._check_fits(prompts, max_new_tokens)
-        reqs = [Req(i, list(map(int, p)), max_new_tokens) for i, p in enumerate(prompts)]
+        reqs = [Req(i, list(map(int, p)), max_new_tokens, sp)
+                for i, (p, sp) in enumerate(zip(prompts, params))]
         try:
             for r in reqs:
                 self.memory.admit(r)
@@ -158,6 +162,21 @@ class Engine:
                 if r.row > 0 or r.pages:
                     self.memory.release(r)
         return [r.output[:max_new_tokens] for r in reqs]
+
+    def _sampling_params(self, n, temperature, top_k, top_p, seed, sampling):
+        if sampling is None:
+            params = [SamplingParams(temperature, top_k, top_p,
+                                     None if seed is None else seed + i) for i in range(n)]
+        elif isinstance(sampling, SamplingParams):
+            params = [sampling] * n
+        else:
+            params = list(sampling)
+            if len(params) != n:
+                raise ValueError(f"{len(params)} SamplingParams for {n} prompts: give one, or "
+                                 "one per prompt")
+        for sp in params:
+            sp.check_vocab(self.cfg.vocab_size)
+        return params
 
     def _check_fits(self, prompts, max_new_tokens: int) -> None:
         """Refuse up front a batch whose worst case cannot fit in the KV pool, rather than run

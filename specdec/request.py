@@ -3,12 +3,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from specdec.sampling_params import GREEDY, SamplingParams
+
 
 @dataclass
 class Req:
     rid: int
     prompt: list[int]
     max_new_tokens: int
+    sampling: SamplingParams = GREEDY
     row: int = -1                                      # req_pool_idx
     seq_len: int = 0                                   # committed target KV length
     output: list[int] = field(default_factory=list)    # output[-1] is the pending bonus token
