@@ -42,7 +42,16 @@ def _worker_index() -> int | None:
     return int(name[2:]) if name.startswith("gw") else None
 
 
+def pytest_addoption(parser):
+    parser.addoption("--faults", default=None, metavar="NAME[,NAME]",
+                     help="switch on bug-zoo faults (specdec/faults.py) for the whole run")
+
+
 def pytest_configure(config):
+    names = config.getoption("--faults", default=None)
+    if names:
+        from specdec import faults
+        faults.set_active(names.split(","))
     idx = _worker_index()
     if idx is not None:
         # A shared Triton cache under concurrent compiles has produced silent NaNs upstream.

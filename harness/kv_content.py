@@ -48,3 +48,14 @@ def check_kv_content(trace, engine) -> int:
         for layer, got in enumerate(fr.draft_kv):
             _compare("draft", fr.rid, layer, got[:, :m], dk[layer], dv[layer], tol)
     return len(trace.finished)
+
+
+@torch.no_grad()
+def check_live_kv(engine, reqs) -> int:
+    """Oracle 3 between steps: the committed target and draft KV of every running request
+    equals a dense reference prefill of its committed tokens, as check_kv_content says for
+    finished ones (same snapshot, taken now). Returns the number of requests checked."""
+    from specdec.trace import TraceRecorder
+    snap = TraceRecorder(engine.page_size, keep_kv_slots=False)
+    snap.on_finish(engine, list(reqs))
+    return check_kv_content(snap, engine)

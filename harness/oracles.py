@@ -104,6 +104,19 @@ def check_total_acceptance(trace, num_steps: int, ndt: int, dtype) -> int:
     return ties
 
 
+def check_metadata_covers_batch(trace) -> int:
+    """Section 8: every forward's attention metadata describes the batch exactly as it ran
+    (after padding): one write slot per input row. Returns the number of forwards checked."""
+    forwards = _all_forwards(trace)
+    for i, f in enumerate(forwards):
+        rows = f.input_ids.numel()
+        if f.write_loc.numel() != rows:
+            raise OracleFailure("metadata_shape", (
+                f"forward {i} ({f.mode}, graph={f.graph}, {f.num_padded} padded requests): "
+                f"metadata has {f.write_loc.numel()} write slots for {rows} input rows"))
+    return len(forwards)
+
+
 def _all_forwards(trace):
     return trace.prefill + [f for r in trace.rounds for f in r.forwards]
 

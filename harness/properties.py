@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 
 from harness.kv_content import check_kv_content
-from harness.oracles import (check_eager_graph_bitwise, check_lossless, check_self_draft_logits,
+from harness.oracles import (check_eager_graph_bitwise, check_metadata_covers_batch, check_lossless, check_self_draft_logits,
                              check_total_acceptance)
 from harness.runs import default_device, greedy_baseline, make_prompts
 from harness.strategies import RunConfig
@@ -41,6 +41,7 @@ def prop_structure(cfg: RunConfig, device: str | None = None) -> None:
     """Oracle 1: positions, write and read slots, tree, acceptance, compaction layout and
     padding are exactly as the references say; the allocator ends with every page free."""
     eng, _ = _traced(cfg, device or default_device(), keep_kv_slots=True)
+    check_metadata_covers_batch(eng.recorder)
     check_structure(eng.recorder, SpecShape(cfg.topk, cfg.num_steps, cfg.ndt, cfg.page_size,
                                             eng.drafter.shifted))
     eng.check_accounting()
@@ -58,6 +59,8 @@ def prop_eager_vs_graph(cfg: RunConfig, device: str | None = None) -> None:
     device = device or default_device()
     graph, out_g = _traced(cfg, device, cuda_graph=True)
     inv, _ = _traced(cfg, device, cuda_graph=False, batch_invariant=True)
+    for eng in (graph, inv):
+        check_metadata_covers_batch(eng.recorder)
     check_eager_graph_bitwise(inv, graph)
     plain, out_e = _traced(cfg, device, cuda_graph=False)
     prompts = prompts_for(cfg, plain.cfg.vocab_size)

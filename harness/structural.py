@@ -11,6 +11,7 @@ import torch
 from harness import reference_layout as L
 from harness import reference_tree as T
 from harness.oracles import OracleFailure
+from specdec.graphs.runner import SEQ_LEN_FILL as PAD_SEQ_LEN
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def check_round_structure(rnd, n: int, s: SpecShape) -> None:
                     want = [int(r2t[b, p]) for p in _branch_read_positions(prefix[b], k, i, s)]
                     _expect("draft_read_slots", f"{where} request {b} branch {k}",
                             f.kv_slots[b * s.topk + k], want)
-        _check_padding(f, bs * s.topk, where)
+        _check_padding(f, bs * s.topk, where, position=i)
 
     mask_blocks = _tree_masks(rnd.tree[0], seq, s.ndt)
     target_predict = torch.argmax(rnd.verify_logits, dim=-1).tolist()
@@ -106,7 +107,7 @@ def check_round_structure(rnd, n: int, s: SpecShape) -> None:
                 extend.write_loc[b * s.ndt:(b + 1) * s.ndt].tolist(), want_slots)
         _expect("draft_extend_tokens", where, extend.input_ids[b * s.ndt:b * s.ndt + a].tolist(),
                 want_tokens)
-    _check_padding(verify, bs * s.ndt, f"round {n} verify")
+    _check_padding(verify, bs * s.ndt, f"round {n} verify", reads=[p % s.page_size for p in range(PAD_SEQ_LEN + s.ndt)])
     _check_padding(extend, bs * s.ndt, f"round {n} draft extend")
 
 
@@ -129,10 +130,22 @@ def _tree_masks(tree_mask: torch.Tensor, seq: list[int], ndt: int) -> list[list[
     return out
 
 
-def _check_padding(f, real_rows: int, where: str) -> None:
-    if f.num_padded and torch.any(f.write_loc[real_rows:] != 0):
+def _check_padding(f, real_rows: int, where: str, position: int = 0, reads=None) -> None:
+    """Section 8: a padded lane writes only reserved slot 0 and runs at position 0 (draft
+    forward i: at 0 + i); a padded verify lane reads the reserved page 0 over its whole block
+    (seq_len = fill, all ndt tree columns: the padded seq_lens_sum covers it)."""
+    if not f.num_padded:
+        return
+    if torch.any(f.write_loc[real_rows:] != 0):
         raise OracleFailure("padding_slot_zero", f"{where}: a padded lane writes slot "
                             f"{int(f.write_loc[real_rows:][f.write_loc[real_rows:] != 0][0])}")
+    pad_pos = f.positions[real_rows:]
+    if torch.any(pad_pos != position):
+        raise OracleFailure("padding_positions", f"{where}: a padded lane runs at position "
+                            f"{int(pad_pos[pad_pos != position][0])}, expected {position}")
+    if reads is not None and f.kv_slots:
+        for r, got in enumerate(f.kv_slots[real_rows:]):
+            _expect("padding_reads", f"{where} padded row {r}", got, reads)
 
 
 def check_structure(trace, s: SpecShape) -> int:

@@ -58,6 +58,9 @@ def store_kv_cache(k_buffer, v_buffer, loc, k, v):
 
 
 def store_kv_cache_ref(k_buffer, v_buffer, loc, k, v):
-    """Plain torch: indexed assignment."""
+    """Plain torch: indexed assignment. `loc` is read as the kernel reads it, numel entries
+    at stride 1 from its first element, so a strided view misbehaves here exactly as on the
+    GPU (the CPU tier must not hide a contiguity bug)."""
+    loc = loc.as_strided((loc.numel(),), (1,))
     k_buffer[loc] = k.to(k_buffer.dtype)
     v_buffer[loc] = v.to(v_buffer.dtype)

@@ -13,7 +13,8 @@ the same token on every backend (fp32 cumsums differ in the last ulp between red
 orders). Cost: a token with r < 2^-40 cannot be drawn, a distortion below vocab * 2^-40 in
 total variation. Overflow needs vocab >= 2^23. If u >= sum R (coin >= 1.0, or an all-zero
 residual) no index qualifies: we take the last index with R > 0, or 0 if none, so the token
-is always < vocab (the out-of-vocab bug of vLLM GHSA-8wr5-jm2h-8r4f).
+is always < vocab (the out-of-vocab bug of vLLM GHSA-8wr5-jm2h-8r4f; the fault
+`recovered_token_out_of_vocab` skips this clamp and returns the scan's `vocab`).
 
 Sibling scans are bounded by ndt steps (a malformed cyclic list cannot hang the GPU).
 `deterministic` is accepted for signature compatibility: this kernel is always deterministic.
@@ -43,7 +44,7 @@ def _residual_fixed(target_probs, draft_probs, base, idx, inb, use_p):
 def _tree_sampling_kernel(predicts, accept_index, accept_num, candidates, r_index, r_next,
                           r_sib, uniform, uniform_final, target_probs, draft_probs,
                           threshold_single, threshold_acc, ndt, num_spec, vocab,
-                          BLOCK: tl.constexpr):
+                          BLOCK: tl.constexpr, OOV_FAULT: tl.constexpr):
     bx = tl.program_id(0).to(tl.int64)
     row = bx * ndt
     coin = tl.load(uniform + row)
@@ -111,7 +112,8 @@ def _tree_sampling_kernel(predicts, accept_index, accept_num, candidates, r_inde
         sampled = tl.minimum(sampled, tl.min(tl.where(inb & (cum > u), idx, vocab), axis=0))
         running += tl.sum(rf, axis=0)
         start += BLOCK
-    sampled = tl.where(sampled < vocab, sampled, tl.where(last_nz >= 0, last_nz, 0))
+    if not OOV_FAULT:  # the fault: no clamp, an all-zero / NaN residual yields `vocab`
+        sampled = tl.where(sampled < vocab, sampled, tl.where(last_nz >= 0, last_nz, 0))
     tl.store(predicts + last, sampled.to(tl.int32))
 
 
@@ -134,7 +136,12 @@ def tree_speculative_sampling_target_only(predicts, accept_index, accept_token_n
         retrieve_next_sibling.contiguous(), uniform_samples.contiguous(),
         uniform_samples_for_final_sampling.contiguous(), target_probs.contiguous(), draft_probs,
         float(threshold_single), float(threshold_acc), ndt, accept_index.shape[1], vocab,
-        BLOCK=min(BLOCK_V, triton.next_power_of_2(vocab)))
+        BLOCK=min(BLOCK_V, triton.next_power_of_2(vocab)), OOV_FAULT=_oov_fault())
+
+
+def _oov_fault() -> bool:
+    from specdec import faults  # lazy: specdec imports kernels
+    return faults.on("recovered_token_out_of_vocab")
 
 
 def _fixed_residual_ref(q, p):
@@ -158,6 +165,7 @@ def tree_speculative_sampling_target_only_ref(predicts, accept_index, accept_tok
     f32 = lambda x: torch.tensor(x, dtype=torch.float32)  # noqa: E731
     t_single, t_acc = f32(threshold_single), f32(threshold_acc)
     tp = target_probs.float()
+    oov_fault = _oov_fault()
     for bx in range(bs):
         prob_acc, cur_node = f32(0.0), 0
         coin = uniform_samples[bx, 0].float().cpu()
@@ -193,6 +201,8 @@ def tree_speculative_sampling_target_only_ref(predicts, accept_index, accept_tok
         hits = torch.nonzero(torch.cumsum(rf, 0) > u)
         if hits.numel():
             sampled = int(hits[0, 0])
+        elif oov_fault:  # the fault: the unclamped scan result
+            sampled = rf.shape[0]
         else:  # coin >= 1 or empty residual: never step past the vocabulary
             nz = torch.nonzero(rf > 0)
             sampled = int(nz[-1, 0]) if nz.numel() else 0

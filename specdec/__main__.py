@@ -58,11 +58,44 @@ def _generate(args) -> int:
     return 0
 
 
-def _bench(args) -> int:
-    from specdec.bench import graphs, results
-    rows = graphs.run(args.device, args.dtype, args.models.split(","),
-                      [int(x) for x in args.batch_sizes.split(",")])
-    results.write(args.out or f"bench/results/{args.what}-{args.device}.json", args.device, rows)
+# Per bench: default models, batch sizes, context (prompt tokens), iters.
+BENCH_DEFAULTS = {"decode": ("llama-1b,llama-8b", "1,8,32", 1000, 20),
+                  "spec": ("llama-1b,llama-8b", "1,8", 1000, 10),
+                  "graphs": ("tiny,llama-1b", "1,8", 128, 3),
+                  "harness": ("tiny", "1", 0, 0)}
+
+
+def _bench(args, argv) -> int:
+    from specdec.bench import results
+    if args.what == "plot":  # redraw PNGs from result JSONs (e.g. fetched from a GPU machine)
+        from specdec.bench.plots import plot_file
+        for path in args.paths:
+            plot_file(path)
+        return 0
+    models, bss, context, iters = BENCH_DEFAULTS[args.what]
+    models = (args.models or models).split(",")
+    bss = [int(x) for x in (args.batch_sizes or bss).split(",")]
+    context = args.context if args.context is not None else context
+    iters = args.iters if args.iters is not None else iters
+    extra = {}
+    if args.what == "graphs":
+        from specdec.bench import graphs
+        rows = graphs.run(args.device, args.dtype, models, bss, context, iters, args.new_tokens)
+    elif args.what == "decode":
+        from specdec.bench import decode
+        rows, extra = decode.run(args.device, args.dtype, models, bss, context, iters,
+                                 args.warmup, args.compile_mode)
+    elif args.what == "spec":
+        from specdec.bench import spec
+        rows, extra = spec.run(args.device, args.dtype, models, bss, context, iters, args.warmup,
+                               spec.parse_configs(args.spec_configs))
+    else:
+        from specdec.bench import harness_bench
+        props = args.properties.split(",") if args.properties else None
+        rows, extra = harness_bench.run(args.device, args.budget, props, args.skip_pytest,
+                                        args.skip_zoo, args.sub_timeout)
+    results.write(args.out or f"bench/results/{args.what}-{args.device}.json", args.device, rows,
+                  args.what, extra, argv, plot=not args.no_plot)
     return 0
 
 
@@ -101,15 +134,31 @@ def main(argv: list[str] | None = None) -> int:
                    help="text when a tokenizer is available, else space-separated token ids; "
                         "repeat for a batch")
     b = sub.add_parser("bench", help="benchmarks; results go to bench/results/")
-    b.add_argument("what", choices=["graphs"])
+    b.add_argument("what", choices=["decode", "spec", "graphs", "harness", "plot"],
+                   help="plot: redraw the PNG of each result JSON in PATHS (docs/bench.md)")
+    b.add_argument("paths", nargs="*", help="result JSONs, for `plot`")
     b.add_argument("--device", default="cuda" if __import__("torch").cuda.is_available() else "cpu")
     b.add_argument("--dtype", default="bfloat16")
-    b.add_argument("--models", default="tiny,llama-1b")
-    b.add_argument("--batch-sizes", default="1,8")
+    b.add_argument("--models", default=None, help="comma-separated shapes (default per bench)")
+    b.add_argument("--batch-sizes", default=None, help="comma-separated (default per bench)")
+    b.add_argument("--context", type=int, default=None, help="prompt tokens per request")
+    b.add_argument("--iters", type=int, default=None, help="timed steps / rounds / repeats")
+    b.add_argument("--warmup", type=int, default=5, help="untimed steps or rounds first")
+    b.add_argument("--compile-mode", default="reduce-overhead",
+                   help="decode: torch.compile mode of the dense peer; none: run it uncompiled")
+    b.add_argument("--new-tokens", type=int, default=64, help="graphs: tokens per generate")
+    b.add_argument("--spec-configs", default="1,3,4;4,4,8", help="spec: topk,steps,ndt;...")
+    b.add_argument("--budget", type=float, default=5.0, help="harness: seconds per property")
+    b.add_argument("--properties", default=None, help="harness: comma-separated (default all)")
+    b.add_argument("--skip-pytest", action="store_true", help="harness: no pytest -n auto run")
+    b.add_argument("--skip-zoo", action="store_true", help="harness: no bug zoo run")
+    b.add_argument("--sub-timeout", type=float, default=600.0,
+                   help="harness: seconds before the pytest / zoo subprocess is stopped")
+    b.add_argument("--no-plot", action="store_true", help="JSON only")
     b.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     if args.cmd == "bench":
-        return _bench(args)
+        return _bench(args, sys.argv[1:] if argv is None else argv)
     try:
         return _generate(args)
     except ValueError as exc:

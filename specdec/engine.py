@@ -20,7 +20,8 @@ from specdec.graphs.runner import DEFAULT_BUCKETS
 from specdec.request import Req
 from specdec.sampling_params import SamplingParams
 from specdec.rounds import RoundRunner
-from specdec.validate import check_prompts, reserve_margin
+from specdec.scheduler import RequestOutput, Scheduler
+from specdec.validate import check_prompt, check_prompts, reserve_margin
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -71,6 +72,7 @@ class Engine:
             raise ValueError(f"attention={impl!r}: expected one of {sorted(BACKENDS)}")
         self.kernels = kernel_set(impl)
         self.recorder = None  # harness trace hook; None costs nothing
+        self.phase_timer = None  # bench hook (specdec/phase_timer.py); None costs nothing
         self.stats = Stats()
 
         # A checkpoint directory's weights are loaded as they are (no seeded init).
@@ -97,6 +99,8 @@ class Engine:
             raise ValueError(f"cuda_graph_bs={cuda_graph_bs}: need a non-empty list of sizes >= 1")
         self.cuda_graph, self.batch_invariant = cuda_graph, batch_invariant
         self.rounds = RoundRunner(self, cuda_graph, buckets, batch_invariant)
+        self.scheduler = Scheduler(self)
+        self._next_rid = 0
 
     # -- construction -------------------------------------------------------------------
     def _build(self, module, seed: int):
@@ -144,24 +148,65 @@ class Engine:
                       self.max_context, reserve_margin(self.spec, self.page_size))
         params = self._sampling_params(len(prompts), temperature, top_k, top_p, seed, sampling)
         self._check_fits(prompts, max_new_tokens)
-        reqs = [Req(i, list(map(int, p)), max_new_tokens, sp)
-                for i, (p, sp) in enumerate(zip(prompts, params))]
+        # The batch goes through add/step like any other requests (others may be running:
+        # they advance too). The recorder's on_finish sees each request as it finishes.
+        reqs = [self._submit(p, max_new_tokens, sp) for p, sp in zip(prompts, params)]
+        sched = self.scheduler
         try:
-            for r in reqs:
-                self.memory.admit(r)
-            self.rounds.prefill(reqs)
-            while active := [r for r in reqs if not r.done]:
-                if self.spec is None:
-                    self.rounds.decode_step(active)
-                else:
-                    self.rounds.spec_round(active)
-            if self.recorder is not None:
-                self.recorder.on_finish(self, reqs)
+            while any(r.rid in sched.live for r in reqs):
+                sched.step()
         finally:
             for r in reqs:
-                if r.row > 0 or r.pages:
-                    self.memory.release(r)
-        return [r.output[:max_new_tokens] for r in reqs]
+                if r.rid in sched.live:  # an exception mid-run: free what it holds
+                    sched.abort(r.rid)
+                sched.finished.pop(r.rid, None)  # returned here, not kept for output()
+        return [r.visible_output() for r in reqs]
+
+    # -- continuous batching ------------------------------------------------------------
+    def add_request(self, prompt: list[int], max_new_tokens: int = 16,
+                    sampling: SamplingParams | None = None) -> int:
+        """Queue one request; it joins the running batch at a later step(). Returns its id.
+        Refuses (OutOfSlots) a request whose worst case cannot fit the KV pool even alone."""
+        check_prompt(prompt, self.cfg.vocab_size, max_new_tokens, self.max_context,
+                     reserve_margin(self.spec, self.page_size))
+        sampling = SamplingParams() if sampling is None else sampling
+        if not isinstance(sampling, SamplingParams):
+            raise TypeError(f"sampling={sampling!r}: expected a SamplingParams or None")
+        sampling.check_vocab(self.cfg.vocab_size)
+        worst = self._worst_pages(prompt, max_new_tokens)
+        pool = self.memory.allocator.num_pages - 1  # page 0 is reserved
+        if worst > pool:
+            raise OutOfSlots(f"a prompt of {len(prompt)} tokens with max_new_tokens="
+                             f"{max_new_tokens} needs {worst} pages in the worst case; the pool "
+                             f"has {pool} pages of {self.page_size} tokens: raise num_pages")
+        return self._submit(prompt, max_new_tokens, sampling).rid
+
+    def _submit(self, prompt, max_new_tokens: int, sampling: SamplingParams) -> Req:
+        # Engine-wide unique ids: the id is the allocator's page owner and a sampling seed key.
+        req = Req(self._next_rid, list(map(int, prompt)), max_new_tokens, sampling)
+        self._next_rid += 1
+        self.scheduler.add(req)
+        return req
+
+    @torch.inference_mode()
+    def step(self) -> list[RequestOutput]:
+        """Admit what fits, prefill it, run one round; returns the requests finished now."""
+        return self.scheduler.step()
+
+    def abort(self, rid: int) -> RequestOutput:
+        """Drop a waiting or running request now (its pages are free on return)."""
+        return self.scheduler.abort(rid)
+
+    def has_unfinished(self) -> bool:
+        return bool(self.scheduler.live)
+
+    def output(self, rid: int) -> RequestOutput:
+        """A request's tokens so far (final once finish_reason is set)."""
+        return self.scheduler.output(rid)
+
+    def live_requests(self) -> list[Req]:
+        """Requests that own pages now (running): what check_accounting should be given."""
+        return list(self.scheduler.running)
 
     def _sampling_params(self, n, temperature, top_k, top_p, seed, sampling):
         if sampling is None:
@@ -181,13 +226,17 @@ class Engine:
     def _check_fits(self, prompts, max_new_tokens: int) -> None:
         """Refuse up front a batch whose worst case cannot fit in the KV pool, rather than run
         out of pages half way."""
-        margin = reserve_margin(self.spec, self.page_size)
-        worst = sum(-(-(len(p) + max_new_tokens + margin) // self.page_size) for p in prompts)
+        worst = sum(self._worst_pages(p, max_new_tokens) for p in prompts)
         free = self.memory.allocator.num_free
         if worst > free:
             raise OutOfSlots(f"need {worst} pages in the worst case for {len(prompts)} prompts, "
                              f"{free} free: use fewer or shorter prompts, or more num_pages")
 
-    def check_accounting(self, live: list[Req] = ()) -> None:
-        """No leaked page, no page with two owners, page 0 never owned."""
-        self.memory.check(list(live))
+    def _worst_pages(self, prompt, max_new_tokens: int) -> int:
+        margin = reserve_margin(self.spec, self.page_size)
+        return -(-(len(prompt) + max_new_tokens + margin) // self.page_size)
+
+    def check_accounting(self, live: list[Req] | None = None) -> None:
+        """No leaked page, no page with two owners, page 0 never owned. `live`: the requests
+        that own pages (default: the running ones; waiting requests own none)."""
+        self.memory.check(self.live_requests() if live is None else list(live))

@@ -38,12 +38,20 @@ REGISTRY: dict[str, Fault] = {f.name: f for f in [
           "accepted-token buffer indexed with stride ndt instead of num_steps+1"),
     Fault("graph_pad_stale_positions", "SGLang #10892",
           "padded graph lanes keep stale positions and write slots"),
+    Fault("graph_seq_lens_sum_unpadded", "SGLang #26880",
+          "replay metadata sees the raw seq_lens_sum, not the padded one"),
+    Fault("draft_kv_indices_missing_topk", "SGLang #27338",
+          "graph-side draft kv-index (branch page table) buffer sized without the topk factor"),
+    Fault("draft_extend_width_steps_plus_one", "SGLang #27545",
+          "draft-extend graph laid out with num_steps+1 tokens per request instead of ndt"),
     Fault("page_tail_not_duplicated", "SGLang #26972 / #7725",
           "page_size>1, topk>1: prefix tail not copied into branches k >= 1"),
     Fault("kv_move_in_place", "SGLang compaction tests",
           "KV move scatters while gathering; overlapping ranges corrupt"),
     Fault("stale_draft_kv_after_accept", "vLLM #14649",
           "draft KV of accepted tokens not rewritten after accept"),
+    Fault("recovered_token_out_of_vocab", "vLLM GHSA-8wr5-jm2h-8r4f / vLLM PR #21876",
+          "recovered-token draw over a NaN / all-zero residual returns an id >= vocab_size"),
 ]}
 
 _active: frozenset[str] = frozenset()

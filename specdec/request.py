@@ -24,7 +24,28 @@ class Req:
 
     @property
     def done(self) -> bool:
-        return len(self.output) >= self.max_new_tokens
+        return len(self.output) >= self.max_new_tokens or self.stop_index() is not None
+
+    def stop_index(self) -> int | None:
+        """Index in output of the first stop token within max_new_tokens, else None."""
+        stop = self.sampling.stop_token_ids
+        if stop:
+            for i, t in enumerate(self.output[:self.max_new_tokens]):
+                if t in stop:
+                    return i
+        return None
+
+    def visible_output(self) -> list[int]:
+        """What the caller sees: at most max_new_tokens, cut just after the first stop token
+        (tokens a round accepted past it are dropped)."""
+        i = self.stop_index()
+        return self.output[:self.max_new_tokens if i is None else i + 1]
+
+    @property
+    def prefill_tokens(self) -> list[int]:
+        """What a (re-)prefill runs over: the prompt, plus every committed output token when
+        a retracted request resumes (the pending bonus output[-1] stays pending)."""
+        return self.prompt + self.output[:-1]
 
     @property
     def pending_token(self) -> int:

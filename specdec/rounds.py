@@ -8,6 +8,7 @@ from specdec import faults
 from specdec.attention.forward_batch import ForwardBatch, ForwardMode
 from specdec.forward import run_forward
 from specdec.request import Req
+from specdec.sampler import batch_sampling, choose_tokens
 from specdec.graphs.cuda_graph import GraphFactory
 from specdec.graphs.runner import PhaseRunner
 from specdec.spec.draft import DraftWorker
@@ -54,42 +55,54 @@ class RoundRunner:
         """Target over each prompt; its last row gives the first bonus token. Then the draft
         extend over the same positions (EAGLE: tokens rotated left by one)."""
         e = self.e
-        lens = [len(r.prompt) for r in reqs]
+        lens = [len(r.prefill_tokens) for r in reqs]  # a resumed request: prompt + committed
         # +1: the pending bonus token's position (a standalone draft writes KV there).
         e.memory.reserve(reqs, [n + 1 for n in lens])
         rows, lens_t = self._t([r.row for r in reqs]), self._t(lens)
         zeros = torch.zeros_like(lens_t)
         loc = self._cache_locs(rows, zeros, lens_t, sum(lens))
-        ids = self._t([t for r in reqs for t in r.prompt])
+        ids = self._t([t for r in reqs for t in r.prefill_tokens])
         pos = self._t([p for n in lens for p in range(n)])
         fb = ForwardBatch(ForwardMode.EXTEND, ids, pos, loc, rows, zeros, zeros, extend_lens=lens_t)
         last = torch.cumsum(lens_t, 0) - 1
         logits, hidden = run_forward(e.target, e.target_backend, fb, last, e.recorder)
-        bonus = torch.argmax(logits, dim=-1).tolist()
+        # Coins keyed by the position of the token chosen (here: the prefill length).
+        bonus = choose_tokens(e.kernels, logits,
+                              batch_sampling(reqs, e.seed, lens, 1, self.dev)).tolist()
         for r, n, b in zip(reqs, lens, bonus):
-            r.seq_len, r.output = n, [b]
+            r.seq_len, r.output = n, r.output or [b]  # a resumed request keeps its pending bonus
         if e.spec is not None:
             self._draft_extend_prefill(reqs, fb, hidden)
 
     def _draft_extend_prefill(self, reqs: list[Req], target_fb: ForwardBatch, hidden) -> None:
         if self.draft.shifted:
             # Row p consumes (h_p, t_{p+1}): the prompt rotated left, the bonus last.
-            ids = self._t([t for r in reqs for t in r.prompt[1:] + r.output[:1]])
+            ids = self._t([t for r in reqs for t in r.prefill_tokens[1:] + r.output[-1:]])
             fb = ForwardBatch(ForwardMode.DRAFT_EXTEND, ids, target_fb.positions,
                               target_fb.out_cache_loc, target_fb.req_pool_indices,
                               target_fb.seq_lens, target_fb.kv_prefix_lens,
                               extend_lens=target_fb.extend_lens, hidden_states=hidden)
         else:
             # A standalone draft covers the prompt and the bonus at their own positions.
-            lens = [len(r.prompt) + 1 for r in reqs]
+            lens = [len(r.prefill_tokens) + 1 for r in reqs]
             lens_t, rows = self._t(lens), target_fb.req_pool_indices
             zeros = torch.zeros_like(lens_t)
             loc = self._cache_locs(rows, zeros, lens_t, sum(lens))
-            ids = self._t([t for r in reqs for t in r.prompt + r.output[:1]])
+            ids = self._t([t for r in reqs for t in r.prefill_tokens + r.output[-1:]])
             pos = self._t([p for n in lens for p in range(n)])
             fb = ForwardBatch(ForwardMode.DRAFT_EXTEND, ids, pos, loc, rows,
                               target_fb.seq_lens, zeros, extend_lens=lens_t)
         self.draft.extend_prefill(fb, torch.cumsum(fb.extend_lens, 0) - 1)
+
+    def step_ends(self, seq_lens: list[int]) -> list[int]:
+        """Positions [0, end) each request must own for its next decode step or speculative
+        round (the scheduler checks these against free pages before running one)."""
+        spec = self.e.spec
+        if spec is None:
+            return [n + 1 for n in seq_lens]
+        ps, shift = self.e.page_size, 0 if self.draft.shifted else 1
+        return [max(n + spec.ndt, draft_reserve_end(n + shift, spec.topk, spec.num_steps, ps),
+                    n + shift + spec.ndt) for n in seq_lens]
 
     # -- plain decode (spec=None baseline) ------------------------------------------------
     def decode_step(self, reqs: list[Req]) -> None:
@@ -100,29 +113,36 @@ class RoundRunner:
         live = {"input_ids": self._t([r.pending_token for r in reqs]), "positions": seq,
                 "out_cache_loc": loc, "req_pool_indices": rows, "seq_lens": seq}
         logits = self.decode_runner.run(live, len(reqs))["logits"]
-        for r, t in zip(reqs, torch.argmax(logits, dim=-1).tolist()):
+        bsamp = batch_sampling(reqs, e.seed, [r.seq_len + 1 for r in reqs], 1, self.dev)
+        for r, t in zip(reqs, choose_tokens(e.kernels, logits, bsamp).tolist()):
             r.output.append(t)
             r.seq_len += 1
 
     # -- a speculative round ------------------------------------------------------------
     def spec_round(self, reqs: list[Req]) -> None:
         e, spec = self.e, self.e.spec
-        ps, shift = e.page_size, 0 if self.draft.shifted else 1
-        ends = [max(r.seq_len + spec.ndt,
-                    draft_reserve_end(r.seq_len + shift, spec.topk, spec.num_steps, ps),
-                    r.seq_len + shift + spec.ndt) for r in reqs]
-        e.memory.reserve(reqs, ends)
+        pt = e.phase_timer  # bench phase timing (specdec/phase_timer.py); None: no cost
+        if pt is not None:
+            pt.begin_round()
+        e.memory.reserve(reqs, self.step_ends([r.seq_len for r in reqs]))
         rows = self._t([r.row for r in reqs])
         seq = self._t([r.seq_len for r in reqs])
         seq_sum = sum(r.seq_len for r in reqs)
         if e.recorder is not None:
             e.recorder.begin_round(rows, seq, e.req_to_token)
 
+        if pt is not None:
+            pt.mark("host")
         tree = self.draft.decode(rows, seq)
+        if pt is not None:
+            pt.mark("draft_decode")
         if e.recorder is not None:
             e.recorder.on_draft(tree)
         built = self.verifier.build_tree(self._t([r.pending_token for r in reqs]), tree, seq, seq_sum)
-        res = self.verifier.verify(rows, seq, seq_sum, built)
+        # ndt coins for the walk (indexed by node) and one for the final draw, per request.
+        bsamp = batch_sampling(reqs, e.seed, [r.seq_len + 1 for r in reqs], spec.ndt + 1,
+                               self.dev)
+        res = self.verifier.verify(rows, seq, seq_sum, built, bsamp)
 
         accept_lens = res.accept_lens.tolist()
         accepted = res.accepted_tokens.view(len(reqs), spec.num_steps + 1).tolist()
@@ -132,13 +152,19 @@ class RoundRunner:
         for r, a, toks in zip(reqs, accept_lens, accepted):
             r.output.extend(toks[:a])
             r.seq_len += a
+        if pt is not None:
+            pt.mark("accept_compact")
         self._draft_extend_after_decode(rows, seq, res)
+        if pt is not None:
+            pt.mark("draft_extend")
         for r in reqs:
             e.memory.shrink(r, r.seq_len + 1)
         e.stats.rounds += 1
         e.stats.req_rounds += len(reqs)
         e.stats.drafted += len(reqs) * (spec.ndt - 1)
         e.stats.accepted += sum(accept_lens) - len(reqs)
+        if pt is not None:
+            pt.end_round()
 
     def _draft_extend_after_decode(self, rows, seq_old, res) -> None:
         """ndt rows per request over the compacted accepted path; row accept_lens-1 gives the

@@ -18,18 +18,24 @@ def check_prompts(prompts, vocab_size: int, max_batch: int, max_new_tokens: int,
         raise ValueError("empty batch: generate() needs at least one prompt")
     if len(prompts) > max_batch:
         raise ValueError(f"{len(prompts)} prompts exceed the engine's max_batch={max_batch}")
+    for i, p in enumerate(prompts):
+        check_prompt(p, vocab_size, max_new_tokens, max_context, margin, f"prompt {i}")
+
+
+def check_prompt(p, vocab_size: int, max_new_tokens: int, max_context: int, margin: int,
+                 name: str = "prompt") -> None:
+    """One request's prompt and length (generate() and add_request())."""
     if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
         raise ValueError(f"max_new_tokens={max_new_tokens!r} must be an integer >= 1")
-    for i, p in enumerate(prompts):
-        if len(p) == 0:
-            raise ValueError(f"prompt {i} is empty: every prompt needs at least one token")
-        for j, t in enumerate(p):
-            if not 0 <= int(t) < vocab_size:
-                raise ValueError(f"prompt {i} token {j} = {t} is outside the vocabulary "
-                                 f"[0, {vocab_size})")
-        need = len(p) + max_new_tokens + margin
-        if need > max_context:
-            raise ValueError(
-                f"prompt {i} has {len(p)} tokens; with max_new_tokens={max_new_tokens} and "
-                f"{margin} positions of speculative headroom it needs a context of {need}, "
-                f"more than max_context={max_context}")
+    if len(p) == 0:
+        raise ValueError(f"{name} is empty: every prompt needs at least one token")
+    for j, t in enumerate(p):
+        if not 0 <= int(t) < vocab_size:
+            raise ValueError(f"{name} token {j} = {t} is outside the vocabulary "
+                             f"[0, {vocab_size})")
+    need = len(p) + max_new_tokens + margin
+    if need > max_context:
+        raise ValueError(
+            f"{name} has {len(p)} tokens; with max_new_tokens={max_new_tokens} and "
+            f"{margin} positions of speculative headroom it needs a context of {need}, "
+            f"more than max_context={max_context}")

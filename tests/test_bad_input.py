@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from specdec import Engine, SpecConfig
+from specdec.sampling_params import SamplingParams
 
 
 @pytest.mark.parametrize("kwargs,match", [
@@ -54,7 +55,13 @@ def engine():
     ([[1]] * 5, {}, r"5 prompts exceed the engine's max_batch=4"),
     ([[1] * 60], {}, r"prompt 0 has 60 tokens.*more than max_context=64"),
     ([[1]], dict(max_new_tokens=0), r"max_new_tokens=0"),
-    ([[1]], dict(temperature=0.7), r"temperature=0.7"),
+    ([[1]], dict(temperature=-1), r"temperature=-1"),
+    ([[1]], dict(temperature=float("nan")), r"temperature=nan"),
+    ([[1]], dict(temperature=1.0, top_p=0), r"top_p=0"),
+    ([[1]], dict(temperature=1.0, top_p=1.5), r"top_p=1.5"),
+    ([[1]], dict(temperature=1.0, top_k=-1), r"top_k=-1"),
+    ([[1]], dict(temperature=1.0, top_k=321), r"top_k=321 exceeds the vocabulary size 320"),
+    ([[1], [2]], dict(sampling=[SamplingParams(1.0)] * 3), r"3 SamplingParams for 2 prompts"),
 ])
 def test_bad_prompts(engine, prompts, kwargs, match):
     with pytest.raises(ValueError, match=match):

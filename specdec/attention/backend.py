@@ -36,8 +36,12 @@ class AttentionBackend:
     # -- CUDA graphs ---------------------------------------------------------------------
     def init_forward_metadata_capture_cuda_graph(self, fb: ForwardBatch) -> AttentionMetadata:
         """At capture: build metadata into tensors the graph will keep reading (static)."""
-        fb.attn_metadata = build_metadata(fb, self.req_to_token, self.page_size)
-        return fb.attn_metadata
+        md = build_metadata(fb, self.req_to_token, self.page_size)
+        if fb.mode is ForwardMode.DRAFT_DECODE and faults.on("draft_kv_indices_missing_topk"):
+            # the historical bug: the static branch page table sized bs rows, not bs * topk
+            md.page_table = md.page_table[:md.page_table.shape[0] // fb.topk].clone()
+        fb.attn_metadata = md
+        return md
 
     def init_forward_metadata_replay_cuda_graph(self, fb: ForwardBatch,
                                                 static: AttentionMetadata) -> None:

@@ -14,11 +14,12 @@ def _sync(device: str) -> None:
 
 
 def round_time(model: str, bs: int, cuda_graph: bool, device: str, dtype: str, spec: SpecConfig,
-               new_tokens: int = 64, repeats: int = 3) -> dict:
+               new_tokens: int = 64, repeats: int = 3, prompt_len: int = 128) -> dict:
     """Seconds per speculative round: (generate(n) - generate(1)) / rounds, best of repeats."""
     eng = Engine(model=model, spec=spec, draft="eagle", device=device, dtype=dtype, max_batch=bs,
-                 max_context=1024, cuda_graph=cuda_graph, cuda_graph_bs=list(range(1, bs + 1)))
-    prompts = [[(7 * b + i) % 1000 + 1 for i in range(128)] for b in range(bs)]
+                 max_context=max(1024, prompt_len + new_tokens + 64), cuda_graph=cuda_graph,
+                 cuda_graph_bs=list(range(1, bs + 1)))
+    prompts = [[(7 * b + i) % 1000 + 1 for i in range(prompt_len)] for b in range(bs)]
     best = float("inf")
     for _ in range(repeats + 1):  # the first repeat warms up (Triton compiles, caches)
         _sync(device)
@@ -36,13 +37,15 @@ def round_time(model: str, bs: int, cuda_graph: bool, device: str, dtype: str, s
             "topk": spec.topk, "num_steps": spec.num_steps, "ndt": spec.ndt}
 
 
-def run(device: str, dtype: str, models: list[str], batch_sizes: list[int]) -> list[dict]:
+def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], context: int = 128,
+        iters: int = 3, new_tokens: int = 64) -> list[dict]:
+    """context: the prompt length; iters: repeats (best of); new_tokens: per generate."""
     spec = SpecConfig(topk=1, num_steps=3, num_draft_tokens=4)
     rows = []
     for model in models:
         for bs in batch_sizes:
-            eager = round_time(model, bs, False, device, dtype, spec)
-            graph = round_time(model, bs, True, device, dtype, spec)
+            eager = round_time(model, bs, False, device, dtype, spec, new_tokens, iters, context)
+            graph = round_time(model, bs, True, device, dtype, spec, new_tokens, iters, context)
             graph["speedup"] = eager["round_ms"] / graph["round_ms"]
             rows += [eager, graph]
             print(f"{model:>9} bs={bs:<3} eager {eager['round_ms']:8.2f} ms/round   graph "

@@ -10,16 +10,36 @@ import sys
 import torch
 
 
-def stamp(device: str) -> dict:
+def stamp(device: str, argv: list[str] | None = None) -> dict:
+    """argv: the arguments after `python -m specdec` (default sys.argv's; tests pass theirs)."""
+    import shlex
+
     import triton
     name = torch.cuda.get_device_name() if device.startswith("cuda") else platform.processor() or "cpu"
+    argv = sys.argv[1:] if argv is None else argv
     return {"device": name, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-            "torch": torch.__version__, "triton": triton.__version__,
-            "command": "python -m specdec " + " ".join(sys.argv[1:])}
+            "torch": torch.__version__, "triton": triton.__version__, "cuda": torch.version.cuda,
+            "python": platform.python_version(), "host": platform.node(),
+            "command": "python -m specdec " + shlex.join(argv)}
 
 
-def write(path: str, device: str, rows: list[dict]) -> None:
+def write(path: str, device: str, rows: list[dict], bench: str | None = None,
+          extra: dict | None = None, argv: list[str] | None = None, plot: bool = True) -> dict:
+    """The stamped JSON at `path` and, with `plot`, its PNG beside it (same stem). A missing
+    matplotlib (a bare GPU machine) is recorded, not fatal: `bench plot PATH` redraws later."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    doc = {**stamp(device, argv), "bench": bench, **(extra or {}), "results": rows}
+    if plot and bench is not None:
+        png = path.rsplit(".", 1)[0] + ".png"
+        try:
+            from specdec.bench.plots import plot as draw
+            draw(doc, png)
+            doc["plot"] = png
+            print(f"wrote {png}")
+        except ImportError as exc:
+            doc["plot_error"] = f"{exc}: run `python -m specdec bench plot {path}` where matplotlib is"
+            print(f"no plot: {doc['plot_error']}")
     with open(path, "w") as f:
-        json.dump({**stamp(device), "results": rows}, f, indent=1)
+        json.dump(doc, f, indent=1)
     print(f"wrote {path}")
+    return doc

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import torch
 
+from specdec import faults
 from specdec.attention.forward_batch import ForwardBatch, ForwardMode
 from specdec.graphs.runner import SEQ_LEN_FILL, InputSpec
 from specdec.spec.select import fast_topk
 
 
-def _run(model, backend, fb, md, recorder, logit_rows=None, num_padded: int = 0):
+def _run(model, backend, fb, md, recorder, logit_rows=None, num_padded: int = 0,
+         eager_md=None):
     fb.num_padded = num_padded
-    if md is None:
+    if md is None and eager_md is not None:
+        fb.attn_metadata = eager_md  # only the verify_metadata_before_padding fault
+    elif md is None:
         backend.init_forward_metadata(fb)
     else:
         fb.attn_metadata = md
@@ -93,23 +97,29 @@ class VerifyPhase(Phase):
 
     def extra_static(self, size, static):
         self.seq_lens_sum = size * SEQ_LEN_FILL  # capture runs on padding only
+        ndt = self.e.spec.ndt
         if "custom_mask" not in static:
-            ndt = self.e.spec.ndt
-            n = size * ndt * (self.e.max_context + ndt)  # FULL_MASK at full context
-            static["custom_mask"] = torch.ones(n, dtype=torch.bool, device=self.e.device)
+            # FULL_MASK at full context. Each replay writes exactly the part its forward reads
+            # (load_extra); the rest stays False, so a short write cannot pass unnoticed.
+            n = size * ndt * (self.e.max_context + ndt)
+            static["custom_mask"] = torch.zeros(n, dtype=torch.bool, device=self.e.device)
+        static["custom_mask"][:ndt * self.seq_lens_sum + size * ndt * ndt].fill_(True)
         return {"custom_mask": static["custom_mask"]}
 
     def load_extra(self, live, bs, size, static_views):
         mask, ndt = live["custom_mask"], self.e.spec.ndt
         # Padded requests have seq_len SEQ_LEN_FILL: their FULL_MASK blocks follow, all True.
+        # The padded seq_lens_sum says where the mask that this forward reads ends.
         self.seq_lens_sum = live["seq_lens_sum"] + (size - bs) * SEQ_LEN_FILL
+        if faults.on("graph_seq_lens_sum_unpadded") and static_views is not None:
+            self.seq_lens_sum = live["seq_lens_sum"]  # the historical bug: the raw sum
+        end = ndt * self.seq_lens_sum + size * ndt * ndt
         if static_views is None:
-            pad = torch.ones((size - bs) * ndt * (SEQ_LEN_FILL + ndt), dtype=torch.bool,
-                             device=mask.device)
+            pad = torch.ones(end - mask.numel(), dtype=torch.bool, device=mask.device)
             return {"custom_mask": torch.cat([mask, pad])}
-        dst = static_views["custom_mask"]
+        dst = static_views["custom_mask"]  # sized for full context: fill only what is read
         dst[:mask.numel()].copy_(mask)
-        dst[mask.numel():].fill_(True)
+        dst[mask.numel():end].fill_(True)
         return {"custom_mask": dst}
 
     def batch(self, v, size):
@@ -119,8 +129,15 @@ class VerifyPhase(Phase):
                             custom_mask=v["custom_mask"])
 
     def forward(self, v, size, md, bs=None):
-        logits, hidden = _run(self.e.target, self.e_backend, self.batch(v, size), md, self.e.recorder,
-                              num_padded=size - (bs or size))
+        fb, early = self.batch(v, size), None
+        if md is None and bs is not None and bs < size and faults.on("verify_metadata_before_padding"):
+            # the historical bug: eager metadata initialised on the batch before it was padded
+            early = self.batch({k: x if k == "custom_mask" else x[:x.shape[0] // size * bs]
+                                for k, x in v.items()}, bs)
+            self.e_backend.init_forward_metadata(early)
+            early = early.attn_metadata
+        logits, hidden = _run(self.e.target, self.e_backend, fb, md, self.e.recorder,
+                              num_padded=size - (bs or size), eager_md=early)
         return {"logits": logits, "hidden": hidden}
 
     def slice_outputs(self, outs, bs):
@@ -156,8 +173,10 @@ class DraftExtendPhase(Phase):
                             hidden_states=v["hidden"])
 
     def forward(self, v, size, md, bs=None):
-        ndt = self.e.spec.ndt
-        rows = torch.arange(size, device=self.e.device) * ndt + v["accept_lens"] - 1
+        width = self.e.spec.ndt
+        if md is not None and faults.on("draft_extend_width_steps_plus_one"):
+            width = self.e.spec.num_steps + 1  # the historical bug: the graph's row stride
+        rows = torch.arange(size, device=self.e.device) * width + v["accept_lens"] - 1
         logits, hidden = _run(self.e.drafter, self.e_backend, self.batch(v, size), md,
                               self.e.recorder, rows, size - (bs or size))
         topk_p, topk_index = fast_topk(torch.softmax(logits, dim=-1), self.e.spec.topk)

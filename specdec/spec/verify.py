@@ -7,6 +7,7 @@ import torch
 
 from kernels.tree import FULL_MASK
 from specdec import faults
+from specdec.sampler import BatchSampling, target_probs
 from specdec.spec.compaction import accepted_kv_moves, compact_accepted_to_front
 
 
@@ -20,6 +21,10 @@ class VerifyResult:
 
 
 class Verifier:
+    # Acceptance thresholds of the sampling kernel; 1.0 is the lossless rule (tests bias them).
+    threshold_single = 1.0
+    threshold_acc = 1.0
+
     def __init__(self, engine, runner) -> None:
         self.engine = engine
         self.backend = engine.target_backend
@@ -32,7 +37,8 @@ class Verifier:
             bonus, tree.parent_list, tree.top_scores_index, tree.draft_tokens, seq_lens,
             seq_lens_sum, self.spec.topk, self.spec.num_steps, self.spec.ndt, FULL_MASK)
 
-    def verify(self, req_pool_indices, seq_lens, seq_lens_sum: int, built) -> VerifyResult:
+    def verify(self, req_pool_indices, seq_lens, seq_lens_sum: int, built,
+               sampling: BatchSampling | None = None) -> VerifyResult:
         tree_mask, positions, retrieve_index, next_token, next_sibling, draft_tokens = built
         ndt, steps = self.spec.ndt, self.spec.num_steps
         bs = seq_lens.shape[0]
@@ -43,6 +49,8 @@ class Verifier:
                 "req_pool_indices": req_pool_indices, "seq_lens": seq_lens,
                 "custom_mask": tree_mask, "seq_lens_sum": seq_lens_sum}
         outs = self.runner.run(live, bs)
+        if self.engine.phase_timer is not None:  # the verify forward ends; acceptance follows
+            self.engine.phase_timer.mark("verify")
         logits, hidden = outs["logits"], outs["hidden"]
         target_predict = torch.argmax(logits, dim=-1)
         predict = torch.zeros(bs * ndt, dtype=torch.int32, device=seq_lens.device)
@@ -50,6 +58,9 @@ class Verifier:
         accept_num = torch.zeros(bs, dtype=torch.int32, device=seq_lens.device)
         self.k.verify_tree_greedy(predict, accept_index, accept_num, draft_tokens.view(bs, ndt),
                                   retrieve_index, next_token, next_sibling, target_predict)
+        if sampling is not None:
+            self._sample_accept(sampling, logits, draft_tokens.view(bs, ndt), retrieve_index,
+                                next_token, next_sibling, predict, accept_index, accept_num)
         accept_lens = accept_num.long() + 1
         if self.spec.topk > 1 and not faults.on("tree_accept_not_compacted"):
             predict, hidden = self._finalize_accepted_tree_path(
@@ -63,6 +74,25 @@ class Verifier:
             self.engine.recorder.on_verify(built, logits, accept_index, accept_lens, accepted)
         return VerifyResult(accept_lens, accepted, accept_index, predict.long(), hidden)
 
+    def _sample_accept(self, bsamp, logits, cand, retrieve_index, next_token, next_sibling,
+                       predict, accept_index, accept_num) -> None:
+        """Sampled rows: tree speculative sampling (target only; the drafts are greedy, so their
+        draft probs are zero) replaces what the greedy walk wrote. Greedy rows are untouched.
+        retrieve_index stays global, so the kernel writes predict in place; accept_index and
+        accept_num come back per sampled row and are scattered to their batch rows."""
+        rows, ndt = bsamp.rows, self.spec.ndt
+        probs = target_probs(logits.reshape(-1, ndt, logits.shape[-1])[rows], bsamp)
+        predict.view(-1, ndt)[rows] = 0  # drop the greedy walk's entries for these rows
+        sub_index = torch.full((rows.shape[0], accept_index.shape[1]), -1, dtype=torch.int32,
+                               device=predict.device)
+        sub_num = torch.zeros(rows.shape[0], dtype=torch.int32, device=predict.device)
+        self.k.tree_speculative_sampling_target_only(
+            predict, sub_index, sub_num, cand[rows], retrieve_index[rows], next_token[rows],
+            next_sibling[rows], bsamp.coins[:, 1:], bsamp.coins[:, 0], probs,
+            torch.zeros_like(probs), self.threshold_single, self.threshold_acc)
+        accept_index[rows] = sub_index
+        accept_num[rows] = sub_num
+
     def _finalize_accepted_tree_path(self, req_pool_indices, seq_lens, accept_index,
                                      accept_lens, predict, hidden):
         """topk > 1: the accepted path's KV, predict and hidden states move to the front of each
@@ -70,12 +100,7 @@ class Verifier:
         bs, ndt = seq_lens.shape[0], self.spec.ndt
         tgt, src = accepted_kv_moves(self.engine.req_to_token, req_pool_indices, seq_lens,
                                      accept_index, accept_lens, ndt)
-        if faults.on("kv_move_in_place"):  # the historical bug: scatter while gathering
-            for buf in self.backend.pool.buffers:
-                for t, s in zip(tgt.tolist(), src.tolist()):
-                    buf[t] = buf[s]
-        else:
-            self.k.move_kv_cache(self.backend.pool.buffers, tgt, src)
+        self.k.move_kv_cache(self.backend.pool.buffers, tgt, src)
         predict = compact_accepted_to_front(predict, accept_index, bs, ndt)
         hidden = compact_accepted_to_front(hidden, accept_index, bs, ndt)
         return predict, hidden

@@ -1,0 +1,10 @@
+from cases.case import Case, run
+
+CASE = Case(
+    fault="graph_seq_lens_sum_unpadded",
+    story="SGLang #26880: graph replay handed the metadata the raw seq_lens_sum, not the one "
+          "including padded requests. Here the verify replay writes the FULL_MASK region up "
+          "to where seq_lens_sum says it ends, so padded blocks keep stale (False) bits.",
+    prop="structure", oracle="padding_reads",
+    example=run(2, 3, 4, bs=5, graph=True),
+)

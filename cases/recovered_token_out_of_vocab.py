@@ -1,0 +1,11 @@
+from cases.case import Case
+from harness.sampling_bounds import SamplingBoundsCase
+
+CASE = Case(
+    fault="recovered_token_out_of_vocab",
+    story="vLLM GHSA-8wr5-jm2h-8r4f (PR #21876): with NaN target probs the recovered-token "
+          "kernel's argmax landed on the -inf padding of the last vocab block, returning an "
+          "id >= vocab_size that crashed the engine downstream.",
+    prop="sampling_vocab", oracle="token_in_vocab",
+    example=SamplingBoundsCase(100, 2, 2, 1, ("nan", "zeros"), 0.5, 0),
+)

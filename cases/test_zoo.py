@@ -1,0 +1,39 @@
+"""The meta-test: the ordinary property suite (ci profile) fails with each historical fault
+switched on, and its regression examples pass with none. Detection comes only from the
+generic oracles of harness/suite.py; nothing here names what a fault breaks."""
+from __future__ import annotations
+
+import pytest
+
+from cases import CASES
+from harness.runs import default_device
+from harness.suite import ALL_PROPERTIES, suite
+from harness.zoo import detect_isolated
+from specdec import faults
+from specdec.faults import REGISTRY
+
+DEVICE = default_device()
+
+
+def test_every_fault_has_a_case_and_an_entry():
+    assert list(CASES) == list(REGISTRY)
+    entries = suite()
+    for case in CASES.values():
+        assert any(case.example in e.examples() for e in entries), case.fault
+
+
+def test_faults_are_off_by_default():
+    assert not faults.enabled() or faults.enabled() == faults._validated(
+        __import__("os").environ.get("SPECDEC_FAULTS", "").split(","))
+
+
+@pytest.mark.parametrize("fault", list(REGISTRY))
+def test_suite_catches(fault):
+    row = detect_isolated(fault, DEVICE, "ci")
+    assert row.caught, f"{fault}: the suite passed {row.examples} examples with the fault on"
+
+
+@pytest.mark.parametrize("fault", list(REGISTRY))
+def test_example_passes_without_fault(fault):
+    case = CASES[fault]
+    ALL_PROPERTIES[case.prop](case.example, DEVICE)

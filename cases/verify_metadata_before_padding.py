@@ -1,0 +1,11 @@
+from cases.case import Case, run
+
+CASE = Case(
+    fault="verify_metadata_before_padding",
+    story="SGLang #26244: EAGLE v2's eager verify initialised attention metadata on the "
+          "pre-pad batch, while the forward consumed the padded input_ids/out_cache_loc; "
+          "backends that bake write targets into metadata crashed on the shape mismatch. "
+          "Our eager path pads in batch-invariant mode, which eager_vs_graph runs.",
+    prop="eager_vs_graph", oracle="crash",
+    example=run(2, 3, 4, bs=5, graph=True),
+)

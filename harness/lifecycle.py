@@ -1,0 +1,155 @@
+"""A stateful Hypothesis machine over the request lifecycle (continuous batching).
+
+Rules add requests (greedy, some with a stop token), step the engine, abort a live request,
+and offer bad requests that must be refused without side effects. The pool is drawn small
+(harness/lifecycle_config.py) so retraction and re-prefill happen in ordinary runs.
+Checked after every rule: allocator accounting. After every step: the committed KV of the
+running requests equals a dense reference prefill (oracle 3), and every finished request's
+output equals its independent greedy output (plain decoding, alone; ties as oracle 6), cut
+at its stop token. The engine runs with CUDA graphs (or the CPU stand-in) or eagerly, as
+drawn, so a graph/eager mismatch shows up as a wrong output. Teardown drains the engine so
+every request added is checked.
+"""
+from __future__ import annotations
+
+import random
+
+from hypothesis import event, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from harness.kv_content import check_live_kv
+from harness.lifecycle_config import (Expected, LifecycleConfig, build_lifecycle_engine,
+                                      expected, lifecycle_configs, reference_output)
+from harness.oracles import OracleFailure
+from harness.runs import default_device
+from specdec.memory.allocator import OutOfSlots
+from specdec.sampling_params import SamplingParams
+
+DRAIN_LIMIT = 400  # steps; a live request that never finishes is a failure (a stuck scheduler)
+
+
+class LifecycleMachine(RuleBasedStateMachine):
+    device = default_device()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.engine = None
+        self.expect: dict[int, Expected] = {}   # live rid -> expected output
+        self.gone: list[int] = []               # finished or aborted rids
+
+    @initialize(cfg=lifecycle_configs())
+    def build(self, cfg: LifecycleConfig) -> None:
+        self.cfg = cfg
+        self.engine = build_lifecycle_engine(cfg, self.device)
+
+    # -- rules --------------------------------------------------------------------------
+    @rule(data=st.data())
+    def add(self, data) -> None:
+        for _ in range(data.draw(st.integers(1, 3), label="count")):  # bursts fill the pool
+            self._add(data)
+
+    def _add(self, data) -> None:
+        cfg = self.cfg
+        # Lengths skewed to the drawn maxima: a few such requests outgrow the pool.
+        n = data.draw(st.integers(1, cfg.max_prompt_len) | st.integers(
+            -(-cfg.max_prompt_len // 2), cfg.max_prompt_len), label="prompt_len")
+        new = data.draw(st.integers(1, cfg.max_new_tokens) | st.integers(
+            -(-cfg.max_new_tokens // 2), cfg.max_new_tokens), label="max_new_tokens")
+        rng = random.Random(data.draw(st.integers(0, 2**32 - 1), label="prompt_seed"))
+        prompt = [rng.randrange(self.engine.cfg.vocab_size) for _ in range(n)]
+        ref = reference_output(cfg.model, prompt, new, self.device, cfg.dtype, cfg.seed)
+        # A stop token taken from the reference output, so that it is actually reached.
+        at = data.draw(st.none() | st.integers(0, new - 1), label="stop_at")
+        stop = () if at is None else (ref[0][at],)
+        rid = self.engine.add_request(prompt, new, SamplingParams(stop_token_ids=stop))
+        self.expect[rid] = expected(ref, stop)
+
+    @rule(n=st.integers(1, 4))
+    def step(self, n: int) -> None:
+        for _ in range(n):  # several: requests grow past the pool between adds
+            self._step()
+
+    @rule(data=st.data())
+    def abort(self, data) -> None:
+        # No precondition: a filtered rule choice makes Hypothesis discard examples.
+        if not self.expect:
+            return
+        if any(r.rid in self.expect for r in self.engine.scheduler.running):
+            event("abort while running")
+        rid = data.draw(st.sampled_from(sorted(self.expect)), label="abort_rid")
+        out = self.engine.abort(rid)
+        assert out.finish_reason == self.engine.output(rid).finish_reason == "abort"
+        del self.expect[rid]
+        self.gone.append(rid)
+        self._refused(lambda: self.engine.abort(rid), ValueError, "already finished or aborted")
+
+    @rule(data=st.data())
+    def abort_gone(self, data) -> None:
+        if not self.gone:
+            return
+        rid = data.draw(st.sampled_from(self.gone), label="gone_rid")
+        self._refused(lambda: self.engine.abort(rid), ValueError, "already finished or aborted")
+
+    @rule(kind=st.sampled_from(["empty", "vocab", "zero_new", "context", "pool"]))
+    def add_refused(self, kind: str) -> None:
+        """Bad requests are refused up front and leave the engine as it was."""
+        e, v = self.engine, self.engine.cfg.vocab_size
+        too_long = e.max_context  # past the context whatever max_new_tokens is
+        # Fits the context, not the pool (the context is drawn at twice the largest request).
+        big = 2 * (self.cfg.max_prompt_len + self.cfg.max_new_tokens) - 1
+        cases = {"empty": ([], 1, ValueError, "is empty"),
+                 "vocab": ([1, v], 1, ValueError, "outside the vocabulary"),
+                 "zero_new": ([1], 0, ValueError, "max_new_tokens=0"),
+                 "context": ([1] * too_long, 1, ValueError, "more than max_context"),
+                 "pool": ([1] * big, 1, OutOfSlots, "pages in the worst case")}
+        prompt, new, exc, match = cases[kind]
+        if kind == "pool" and e._worst_pages(prompt, new) <= e.memory.allocator.num_pages - 1:
+            return  # this pool is large enough for it
+        self._refused(lambda: e.add_request(prompt, new), exc, match)
+
+    # -- invariants ---------------------------------------------------------------------
+    @invariant()
+    def accounting(self) -> None:
+        if self.engine is None:
+            return
+        self.engine.check_accounting()  # the running requests own exactly what they hold
+        for r in self.engine.scheduler.waiting:
+            assert not r.pages and r.row == -1, f"waiting request {r.rid} holds memory"
+        assert set(self.engine.scheduler.live) == set(self.expect)
+
+    def teardown(self) -> None:
+        if self.engine is None:
+            return
+        for _ in range(DRAIN_LIMIT):
+            if not self.engine.has_unfinished():
+                break
+            self._step()
+            self.accounting()
+        if self.engine.has_unfinished():
+            raise OracleFailure("lifecycle_progress", f"requests {sorted(self.expect)} did not "
+                                f"finish within {DRAIN_LIMIT} steps")
+        self.engine.check_accounting([])  # everything released
+
+    # -- helpers ------------------------------------------------------------------------
+    def _step(self) -> None:
+        e = self.engine
+        retracted = e.scheduler.retractions
+        for out in e.step():
+            event(f"finished: {out.finish_reason}")
+            want = self.expect.pop(out.rid)
+            want.check(out.rid, out.tokens, e.dtype)
+            self.gone.append(out.rid)
+        if e.scheduler.retractions > retracted:
+            event("retraction")
+        check_live_kv(e, e.scheduler.running)
+
+    def _refused(self, call, exc, match: str) -> None:
+        before = (len(self.engine.scheduler.waiting), self.engine.memory.allocator.num_free)
+        try:
+            call()
+        except exc as err:
+            assert match in str(err), f"refused with an unclear message: {err}"
+        else:
+            raise AssertionError(f"expected {exc.__name__} ({match})")
+        after = (len(self.engine.scheduler.waiting), self.engine.memory.allocator.num_free)
+        assert before == after, "a refused call changed the engine"

@@ -1,0 +1,133 @@
+"""A long mixed run (`python -m harness mixed`): N requests with random arrival steps, prompt
+lengths, max_new_tokens, stop tokens and abort times, all from one seed, through one engine
+with a small KV pool (so requests are retracted and resumed). Checked: every completed
+request's output equals an independent greedy run of that request alone (ties as oracle 6),
+an aborted request's partial output is a prefix of it, the allocator accounting holds after
+every step, and no page or request row is left at the end. Reports throughput."""
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+
+import torch
+
+from harness.lifecycle_config import truncate_at_stop
+from harness.oracles import OracleFailure
+from harness.reference import top2_margins
+from harness.ties import compare_greedy
+from specdec import Engine, SpecConfig
+from specdec.sampling_params import SamplingParams
+from specdec.validate import reserve_margin
+
+
+@dataclass
+class Planned:
+    arrival: int                  # the step before which it is added
+    prompt: list[int]
+    max_new_tokens: int
+    stop_at: int | None           # stop token = the reference's token at this index
+    abort_at: int | None          # the step before which it is aborted (if still live)
+
+
+@dataclass
+class MixedReport:
+    requests: int = 0
+    completed: int = 0
+    aborted: int = 0
+    steps: int = 0
+    retractions: int = 0
+    generated: int = 0            # tokens returned to callers (completed and aborted)
+    seconds: float = 0.0          # the engine loop only, not the references or checks
+    ties: int = 0
+    mean_acceptance_length: float = 0.0
+
+    def __str__(self) -> str:
+        rate = self.generated / self.seconds if self.seconds else 0.0
+        return (f"{self.requests} requests ({self.completed} completed, {self.aborted} aborted) "
+                f"in {self.steps} steps, {self.retractions} retractions, {self.generated} tokens "
+                f"in {self.seconds:.2f}s = {rate:.1f} tokens/s, mean acceptance length "
+                f"{self.mean_acceptance_length:.3f}, {self.ties} benign ties")
+
+
+def plan(n: int, seed: int, vocab: int, max_prompt_len: int, max_new_tokens: int) -> list[Planned]:
+    rng, step, out = random.Random(seed), 0, []
+    for _ in range(n):
+        step += rng.choice((0, 0, 1, 1, 2, 4))  # bursts and gaps
+        new = rng.randint(1, max_new_tokens)
+        out.append(Planned(step, [rng.randrange(vocab) for _ in range(rng.randint(1, max_prompt_len))],
+                           new, rng.randrange(new) if rng.random() < 0.3 else None,
+                           step + rng.randint(0, 8) if rng.random() < 0.1 else None))
+    return out
+
+
+def references(model: str, engine: Engine, planned: list[Planned], dtype: str):
+    """Each request alone, plain greedy (spec=None, same weights): (tokens, top-2 margins)."""
+    ref = Engine(model=model, spec=None, device=str(engine.device), dtype=dtype,
+                 seed=engine.seed, max_batch=1, max_context=engine.max_context)
+    outs = []
+    for p in planned:
+        toks = ref.generate([p.prompt], max_new_tokens=p.max_new_tokens)[0]
+        outs.append((toks, top2_margins(ref.target, p.prompt, toks, ref.device)))
+    return outs
+
+
+def mixed_run(n_requests: int = 200, seed: int = 0, device: str = "cpu", model: str = "tiny",
+              spec: SpecConfig | None = None, draft: str = "eagle", page_size: int = 4,
+              max_batch: int = 16, pool_requests: float = 3.0, max_prompt_len: int = 32,
+              max_new_tokens: int = 32, cuda_graph: bool = False,
+              dtype: str = "float32") -> MixedReport:
+    """The pool holds `pool_requests` largest requests' worst cases: fewer than max_batch."""
+    spec = spec or SpecConfig(topk=2, num_steps=3, num_draft_tokens=6)
+    context = max_prompt_len + max_new_tokens + reserve_margin(spec, page_size)
+    worst = -(-context // page_size)  # pages of the largest request, worst case
+    eng = Engine(model=model, spec=spec, draft=draft, page_size=page_size, device=device,
+                 dtype=dtype, seed=seed % 1000, max_batch=max_batch, cuda_graph=cuda_graph,
+                 max_context=context, num_pages=1 + int(pool_requests * worst))
+    planned = plan(n_requests, seed, eng.cfg.vocab_size, max_prompt_len, max_new_tokens)
+    refs = references(model, eng, planned, dtype)
+    stops = [() if p.stop_at is None else (refs[i][0][p.stop_at],) for i, p in enumerate(planned)]
+
+    report, rid_of, outs = MixedReport(requests=n_requests), {}, {}
+    pending = sorted(range(n_requests), key=lambda i: planned[i].arrival)
+    step, busy = 0, 0.0
+    while pending or eng.has_unfinished():
+        t0 = time.perf_counter()
+        while pending and planned[pending[0]].arrival <= step:
+            i = pending.pop(0)
+            p = planned[i]
+            rid_of[eng.add_request(p.prompt, p.max_new_tokens,
+                                   SamplingParams(stop_token_ids=stops[i]))] = i
+        for rid, i in rid_of.items():
+            if planned[i].abort_at == step and rid in eng.scheduler.live:
+                outs[i] = eng.abort(rid)
+        for o in eng.step():
+            outs[rid_of[o.rid]] = o
+        if eng.device.type == "cuda":
+            torch.cuda.synchronize()
+        busy += time.perf_counter() - t0
+        eng.check_accounting()
+        step += 1
+    report.steps, report.seconds = step, busy
+    report.retractions = eng.scheduler.retractions
+    report.mean_acceptance_length = eng.stats.mean_acceptance_length
+
+    for i, o in sorted(outs.items()):
+        toks, margins = refs[i]
+        want = truncate_at_stop(toks, stops[i])
+        if o.finish_reason == "abort":
+            report.aborted += 1
+            want = want[:len(o.tokens)]  # a prefix of the full output
+        else:
+            report.completed += 1
+        ok, what = compare_greedy(o.tokens, want, margins, eng.dtype)
+        if not ok:
+            raise OracleFailure("mixed_run", f"request {i} (rid {o.rid}, {o.finish_reason}): {what}")
+        report.ties += what != "identical"
+        report.generated += len(o.tokens)
+    if len(outs) != n_requests:
+        raise OracleFailure("mixed_run", f"{n_requests - len(outs)} requests never finished")
+    eng.check_accounting([])  # no page owned by anyone at the end
+    if len(eng.memory.req_pool._free_rows) != eng.max_batch:
+        raise OracleFailure("mixed_run", "a request row was not returned")
+    return report

@@ -1,0 +1,122 @@
+"""`python -m harness zoo`: does the ordinary property suite catch every historical fault?
+
+For each fault (specdec/faults.py) we switch it on and run the suite of harness/suite.py
+until something fails: first the regression examples (each case's configuration through its
+property, in registry order), then the generated examples entry by entry (the active
+Hypothesis profile's counts, no shrinking: we time the first failure, not the minimal one).
+A fault is caught when any property fails; the matrix names the check that did (a crash is
+reported as `crash: <exception type>`), the examples run and the seconds until then."""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+
+from hypothesis import HealthCheck, Phase, settings
+
+from harness.oracles import OracleFailure
+from harness.suite import ALL_PROPERTIES, suite
+from specdec import faults
+from specdec.faults import REGISTRY
+
+
+@dataclass
+class ZooRow:
+    fault: str
+    source: str
+    caught: bool = False
+    oracle: str = ""
+    prop: str = ""
+    phase: str = ""          # "example" (a regression example) or "generated"
+    examples: int = 0        # property runs until the first failure (or in all, if missed)
+    seconds: float = 0.0
+    detail: str = ""
+
+
+class _Caught(Exception):
+    pass
+
+
+def _oracle_of(exc: BaseException) -> str:
+    while exc is not None:
+        if isinstance(exc, OracleFailure):
+            return exc.oracle
+        inner = getattr(exc, "exceptions", None)  # Hypothesis may group failures
+        exc = inner[0] if inner else exc.__cause__
+    return ""
+
+
+def detect(fault: str, device: str, profile: settings) -> ZooRow:
+    from cases import CASES
+    row, t0 = ZooRow(fault, REGISTRY[fault].source), time.perf_counter()
+
+    def judge(prop: str, cfg, phase: str) -> None:
+        row.examples += 1
+        try:
+            ALL_PROPERTIES[prop](cfg, device)
+        except Exception as exc:  # any failure of the suite counts, a crash included
+            row.caught, row.prop, row.phase = True, prop, phase
+            row.oracle = _oracle_of(exc) or f"crash: {type(exc).__name__}"
+            row.detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+            raise _Caught from exc
+
+    quiet = settings(profile, database=None, deadline=None, phases=[Phase.generate],
+                     suppress_health_check=list(HealthCheck), print_blob=False)
+    with faults.active(fault):
+        try:
+            for case in CASES.values():
+                judge(case.prop, case.example, "example")
+            for entry in suite():
+                entry.law(device, lambda p, c: judge(p, c, "generated"), quiet)()
+        except _Caught:
+            pass
+        except Exception:  # Hypothesis re-raises our failure wrapped; the row is filled
+            if not row.caught:
+                raise
+    row.seconds = time.perf_counter() - t0
+    return row
+
+
+def detect_isolated(fault: str, device: str, profile_name: str) -> ZooRow:
+    """On a GPU each fault runs in its own process: a fault that makes a kernel read out of
+    bounds leaves the CUDA context unusable, and every later fault would 'fail' on that."""
+    if not device.startswith("cuda"):
+        return detect(fault, device, settings.get_profile(profile_name))
+    import subprocess
+    import sys
+    import tempfile
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        proc = subprocess.run([sys.executable, "-m", "harness", "zoo", "--device", device,
+                               "--profile", profile_name, "--faults", fault, "--json", f.name,
+                               "--in-process"], capture_output=True, text=True)
+        try:
+            return ZooRow(**json.load(open(f.name))["rows"][0])
+        except (ValueError, KeyError, IndexError):
+            raise RuntimeError(f"zoo subprocess for {fault} died (rc {proc.returncode}):\n"
+                               f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}") from None
+
+
+def zoo(device: str, profile_name: str, names=None, out=None, json_path=None,
+        in_process: bool = False) -> list[ZooRow]:
+    import sys
+    out = out or sys.stdout
+    rows = []
+    print(f"{'fault':<46} {'source':<28} {'result':<7} {'oracle':<26} {'examples':>8} "
+          f"{'seconds':>8}", file=out, flush=True)
+    for name in names or list(REGISTRY):
+        r = (detect(name, device, settings.get_profile(profile_name)) if in_process
+             else detect_isolated(name, device, profile_name))
+        rows.append(r)
+        print(f"{r.fault:<46} {r.source[:28]:<28} {'caught' if r.caught else 'MISSED':<7} "
+              f"{r.oracle[:26]:<26} {r.examples:>8} {r.seconds:>8.1f}", file=out, flush=True)
+    caught = [r for r in rows if r.caught]
+    secs = sorted(r.seconds for r in caught)
+    if secs:
+        print(f"median seconds to detection {secs[len(secs) // 2]:.1f}, max {secs[-1]:.1f} "
+              f"on {device}", file=out)
+    print(f"caught {len(caught)}/{len(rows)}", file=out)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump({"device": device, "profile": profile_name,
+                       "rows": [asdict(r) for r in rows]}, f, indent=1)
+    return rows

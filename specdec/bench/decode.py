@@ -1,0 +1,97 @@
+"""`python -m specdec bench decode`: one plain target decode step, against its memory floor.
+
+Three implementations of the same step, measured in one run: the eager engine step, our CUDA
+graph step (the spec=None decode runner) and torch.compile(mode="reduce-overhead") over a
+dense-KV step (specdec/bench/dense.py). The floor: the bytes a step must read (weights, and
+the batch's KV) over the device copy bandwidth measured in the same run.
+"""
+from __future__ import annotations
+
+import time
+
+import torch
+
+from specdec import Engine
+from specdec.bench.common import (COPY_CONVENTION, copy_bandwidth, fast_weights, free, kv_bytes,
+                                  live_batch, median, sync, time_ms, weight_bytes)
+from specdec.bench.dense import compiled_step
+from specdec.engine import DTYPES
+from specdec.rounds import RoundRunner
+
+FLOOR_CONVENTION = ("bytes = weights read per step (every parameter once; an untied input "
+                    "embedding counts only its bs gathered rows) + K and V of every layer for "
+                    "bs * kv_tokens positions (kv_tokens: the mean context over the timed "
+                    "steps); " + COPY_CONVENTION)
+
+
+def _row(model, bs, impl, ms, floor_ms, **kw) -> dict:
+    row = {"model": model, "bs": bs, "impl": impl, "step_ms": ms, "floor_ms": floor_ms,
+           "ratio": None if ms is None else ms / floor_ms, **kw}
+    shown = "failed: " + kw["error"][:60] if ms is None else f"{ms:8.3f} ms  x{row['ratio']:.2f} floor"
+    print(f"{model:>9} bs={bs:<3} {impl:<8} {shown}", flush=True)
+    return row
+
+
+def _compiled_ms(step, bs, context, device, iters, warmup) -> tuple[float, float]:
+    """Median step ms and the first call's seconds (compile + cudagraph recording)."""
+    ids = torch.ones(bs, dtype=torch.int64, device=device)
+    pos = torch.tensor([context], dtype=torch.int64, device=device)
+
+    def fn():
+        step(ids, pos)
+        pos.add_(1)  # the next position: the KV read grows by one per step, as the engine's
+
+    t0 = time.perf_counter()
+    with torch.no_grad():  # not inference_mode: as gpt-fast runs it, what compile is tested with
+        fn()
+        sync(device)
+        first_s = time.perf_counter() - t0
+        ms = time_ms(fn, device, iters, max(warmup - 1, 2))  # >= 3 calls before timing: cudagraph trees record on the third
+    return median(ms), first_s
+
+
+def _cudagraph_skips() -> int:
+    """How often inductor fell back from CUDA graphs so far (non-zero: "reduce-overhead" ran
+    without them for some shape, so its time includes launch overhead)."""
+    from torch._dynamo.utils import counters
+    return int(counters["inductor"].get("cudagraph_skips", 0))
+
+
+def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], context: int,
+        iters: int, warmup: int, compile_mode: str = "reduce-overhead") -> tuple[list[dict], dict]:
+    bw = copy_bandwidth(device)
+    print(f"copy bandwidth {bw['bytes_per_s'] / 1e9:.0f} GB/s (read + written)", flush=True)
+    steps = warmup + iters
+    kv_tokens = context + warmup + (iters + 1) / 2  # mean KV length over the timed steps
+    rows = []
+    for model in models:
+        with fast_weights(device, DTYPES[dtype]):
+            eng = Engine(model=model, spec=None, device=device, dtype=dtype,
+                         max_batch=max(batch_sizes), max_context=context + steps + 8)
+        runners = {"eager": eng.rounds, "graph": RoundRunner(eng, True, batch_sizes, False)}
+        # The peer runs 1 + max(warmup - 1, 2) + iters steps from position `context`.
+        dec, step = compiled_step(eng.target, max(batch_sizes), context + max(warmup, 3) + iters + 1,
+                                  compile_mode)
+        for bs in batch_sizes:
+            wb, kb = weight_bytes(eng.target, bs), kv_bytes(eng.cfg, bs * kv_tokens, eng.dtype)
+            floor_ms = (wb + kb) / bw["bytes_per_s"] * 1e3
+            common = {"weight_bytes": wb, "kv_bytes": kb, "context": context}
+            for impl, runner in runners.items():
+                eng.rounds = runner
+                with live_batch(eng, bs, context) as reqs:
+                    ms = median(time_ms(lambda r=runner: r.decode_step(reqs), device, iters, warmup))
+                rows.append(_row(model, bs, impl, ms, floor_ms, **common))
+            impl = "compile" if compile_mode != "none" else "dense"  # "dense": uncompiled
+            try:
+                ms, first_s = _compiled_ms(step, bs, context, device, iters, warmup)
+                rows.append(_row(model, bs, impl, ms, floor_ms, compile_mode=compile_mode,
+                                 first_call_s=first_s, cudagraph_skips=_cudagraph_skips(), **common))
+            except Exception as exc:  # a peer that fails to compile is a result, not a crash
+                rows.append(_row(model, bs, impl, None, floor_ms, compile_mode=compile_mode,
+                                 error=f"{type(exc).__name__}: {exc}"[:2000], **common))
+        del eng, runners, dec, step
+        torch._dynamo.reset()  # drops compiled code and cudagraph pools holding this model
+        free(device)
+    extra = {"copy_bandwidth": bw, "floor_convention": FLOOR_CONVENTION, "context": context,
+             "iters": iters, "warmup": warmup, "dtype": dtype, "statistic": "median of iters"}
+    return rows, extra

@@ -1,0 +1,89 @@
+"""`python -m specdec bench harness`: how fast the correctness harness runs.
+
+Three numbers: examples per second of each property (each run for a fixed budget, in the
+4-example chunks `python -m harness check` uses), the wall time of the whole test suite
+under `pytest -n auto` with the gpu Hypothesis profile, and the bug zoo's seconds to
+detection per fault (`python -m harness zoo --json`, where that module exists).
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def property_rates(device: str, budget: float, names: list[str] | None, profile: str) -> list[dict]:
+    import kernels._triton_env  # noqa: F401  (before anything imports triton)
+    from hypothesis import settings
+
+    import conftest  # noqa: F401  (registers the Hypothesis profiles)
+    from harness.check import PropertyReport, _run_chunk
+    from harness.properties import PROPERTIES
+    prof = settings.get_profile(profile)
+    rows = []
+    for name in names or list(PROPERTIES):
+        rep, t0, chunk = PropertyReport(name), time.perf_counter(), 0
+        while time.perf_counter() - t0 < budget and not rep.failures:
+            _run_chunk(PROPERTIES[name], rep, 1000 + chunk, device, prof)
+            chunk += 1
+        secs = time.perf_counter() - t0
+        rows.append({"property": name, "examples": rep.examples, "seconds": secs,
+                     "examples_per_s": rep.examples / secs, "failures": len(rep.failures),
+                     "budget_s": budget})
+        print(f"{name:>18}: {rep.examples} examples in {secs:.1f}s = "
+              f"{rep.examples / secs:.2f}/s, {len(rep.failures)} failures", flush=True)
+    return rows
+
+
+def _subprocess(cmd: list[str], timeout: float, env: dict | None = None) -> dict:
+    t0 = time.perf_counter()
+    # Its own process group: on timeout, xdist workers go down with it.
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env={**os.environ, **(env or {})}, start_new_session=True)
+    try:
+        text, _ = p.communicate(timeout=timeout)
+        out = {"returncode": p.returncode, "tail": text[-1500:]}
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        out = {"returncode": None, "error": f"timed out after {timeout:.0f}s"}
+    return {"command": " ".join(cmd), "wall_s": time.perf_counter() - t0, **out}
+
+
+def pytest_wall(timeout: float) -> dict:
+    """The suite as README runs it, with the gpu profile (SPECDEC_PROFILE selects it)."""
+    res = _subprocess([sys.executable, "-m", "pytest", "-n", "auto", "-q", "-p", "no:cacheprovider"],
+                      timeout, {"SPECDEC_PROFILE": "gpu"})
+    res["profile"] = "gpu"
+    print(f"pytest -n auto (gpu profile): {res['wall_s']:.1f}s, rc={res.get('returncode')}", flush=True)
+    return res
+
+
+def zoo(device: str, timeout: float) -> dict:
+    if importlib.util.find_spec("harness.zoo") is None:
+        print("bug zoo: not available", flush=True)
+        return {"status": "not available"}
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "zoo.json")
+        # The zoo's own default Hypothesis profile: its detection times are comparable run to run.
+        res = _subprocess([sys.executable, "-m", "harness", "zoo", "--json", path,
+                           "--device", device], timeout)
+        if os.path.exists(path):
+            with open(path) as f:
+                res["faults"] = json.load(f)
+    print(f"bug zoo: {res['wall_s']:.1f}s, rc={res.get('returncode')}", flush=True)
+    return res
+
+
+def run(device: str, budget: float, properties: list[str] | None, skip_pytest: bool,
+        skip_zoo: bool, timeout: float, profile: str = "gpu") -> tuple[list[dict], dict]:
+    rows = property_rates(device, budget, properties, profile)
+    extra = {"profile": profile, "budget_s_per_property": budget,
+             "pytest": {"status": "skipped"} if skip_pytest else pytest_wall(timeout),
+             "zoo": {"status": "skipped"} if skip_zoo else zoo(device, timeout)}
+    return rows, extra

@@ -1,0 +1,110 @@
+"""One PNG per result JSON, drawn from the JSON alone (so `bench plot` can redraw results
+fetched from a machine without matplotlib)."""
+from __future__ import annotations
+
+import json
+
+
+def _plt():
+    import matplotlib
+    matplotlib.use("Agg")  # no display on the bench machines
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def _title(ax, doc, what):
+    ax.set_title(f"{what} on {doc['device']}  ({doc['date'][:10]}, torch {doc['torch']})", fontsize=9)
+
+
+def decode(doc, plt):
+    models = list(dict.fromkeys(r["model"] for r in doc["results"]))
+    fig, axes = plt.subplots(1, len(models), figsize=(6 * len(models), 4.5), squeeze=False)
+    for ax, model in zip(axes[0], models):
+        rows = [r for r in doc["results"] if r["model"] == model]
+        for impl in dict.fromkeys(r["impl"] for r in rows):
+            pts = [(r["bs"], r["step_ms"]) for r in rows if r["impl"] == impl and r["step_ms"] is not None]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", label=impl)
+        floor = sorted({(r["bs"], r["floor_ms"]) for r in rows})
+        ax.plot(*zip(*floor), "k--", label="floor (bytes / copy bw)")
+        ax.set(xscale="log", xlabel="batch size", ylabel="ms per decode step")
+        ax.set_xticks([b for b, _ in floor], [str(b) for b, _ in floor])
+        ax.minorticks_off()
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=8)
+        _title(ax, doc, f"decode {model}")
+    return fig
+
+
+def spec(doc, plt):
+    rows, phases = doc["results"], doc["phases"]
+    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(rows)), 4.8))
+    labels = [f"{r['model']}\nbs{r['bs']} k{r['topk']}s{r['num_steps']}n{r['ndt']}" for r in rows]
+    base = [0.0] * len(rows)
+    for p in phases:
+        vals = [r["phases_ms"][p] / r["decode_step_ms"] for r in rows]
+        ax.bar(labels, vals, bottom=base, label=p)
+        base = [b + v for b, v in zip(base, vals)]
+    ax.axhline(1.0, color="k", ls="--", lw=0.8, label="one decode step")
+    ax.set_ylabel("round cost in decode steps (= break-even acceptance length)")
+    ax.tick_params(axis="x", labelsize=7)
+    ax.legend(fontsize=8)
+    _title(ax, doc, "spec round breakdown")
+    return fig
+
+
+def graphs(doc, plt):
+    rows = doc["results"]
+    keys = list(dict.fromkeys((r["model"], r["bs"]) for r in rows))
+    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(keys)), 4.5))
+    w = 0.4
+    for i, (flag, name) in enumerate(((False, "eager"), (True, "graph"))):
+        vals = [next((r["round_ms"] for r in rows if (r["model"], r["bs"]) == k and r["cuda_graph"] == flag), 0)
+                for k in keys]
+        ax.bar([j + (i - 0.5) * w for j in range(len(keys))], vals, w, label=name)
+    ax.set_xticks(range(len(keys)), [f"{m}\nbs{b}" for m, b in keys])
+    ax.set_ylabel("ms per speculative round")
+    ax.legend()
+    _title(ax, doc, "eager vs CUDA graph")
+    return fig
+
+
+def harness(doc, plt):
+    rows = doc["results"]
+    zoo = ((doc.get("zoo") or {}).get("faults") or {}).get("rows") or []
+    fig, axes = plt.subplots(1, 2 if zoo else 1, figsize=(14 if zoo else 7, 4.5), squeeze=False)
+    ax = axes[0][0]
+    ax.bar([r["property"] for r in rows], [r["examples_per_s"] for r in rows])
+    ax.set_ylabel("examples / s")
+    ax.tick_params(axis="x", labelsize=8, rotation=30)
+    _title(ax, doc, "harness")
+    if zoo:  # seconds to detection per fault; missed faults drawn red at their full time
+        ax = axes[0][1]
+        ax.barh([z["fault"] for z in zoo], [z["seconds"] for z in zoo],
+                color=["C0" if z["caught"] else "red" for z in zoo])
+        ax.set_xlabel("seconds to detection")
+        ax.tick_params(axis="y", labelsize=6)
+        ax.set_title("bug zoo", fontsize=9)
+    return fig
+
+
+PLOTS = {"decode": decode, "spec": spec, "graphs": graphs, "harness": harness}
+
+
+def plot(doc: dict, png: str) -> None:
+    plt = _plt()
+    # Older results lack "bench": the command names it (python -m specdec bench WHAT ...).
+    fig = PLOTS[doc.get("bench") or doc["command"].split()[4]](doc, plt)
+    fig.tight_layout()
+    fig.savefig(png, dpi=120)
+    plt.close(fig)
+
+
+def plot_file(path: str) -> str:
+    """Redraw the PNG beside a result JSON."""
+    with open(path) as f:
+        doc = json.load(f)
+    png = path.rsplit(".", 1)[0] + ".png"
+    plot(doc, png)
+    print(f"wrote {png}")
+    return png

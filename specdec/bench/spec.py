@@ -1,0 +1,107 @@
+"""`python -m specdec bench spec`: one speculative round, phase by phase, in decode steps.
+
+Phases come from the engine's phase-timer hook (specdec/phase_timer.py): draft decode,
+verify (tree build + the verify forward), accept and compaction, draft extend; "host" is the
+rest of the round's wall time (reservation, tensor building, bookkeeping, launch gaps not
+inside a phase). The round's cost is divided by one graph decode step of the same target
+and batch, measured in the same run: that quotient is the break-even mean acceptance length
+(plain decode commits one token per step).
+"""
+from __future__ import annotations
+
+import time
+
+from specdec import Engine, SpecConfig
+from specdec.bench.common import fast_weights, free, live_batch, median, sync, time_ms
+from specdec.engine import DTYPES
+from specdec.phase_timer import PHASES, PhaseTimer
+from specdec.rounds import RoundRunner
+from specdec.validate import reserve_margin
+
+DEFAULT_CONFIGS = [(1, 3, 4), (4, 4, 8)]  # (topk, num_steps, ndt)
+
+
+def parse_configs(text: str) -> list[tuple[int, int, int]]:
+    """"1,3,4;4,4,8" -> [(1, 3, 4), (4, 4, 8)]."""
+    return [tuple(int(x) for x in c.split(",")) for c in text.split(";") if c.strip()]
+
+
+def decode_step_ms(model, device, dtype, batch_sizes, context, iters, warmup) -> dict[int, float]:
+    """The graph decode step of the plain target, per batch size (the round's unit)."""
+    with fast_weights(device, DTYPES[dtype]):
+        eng = Engine(model=model, spec=None, device=device, dtype=dtype,
+                     max_batch=max(batch_sizes), max_context=context + warmup + iters + 8)
+    graph = RoundRunner(eng, True, batch_sizes, False)
+    eng.rounds = graph
+    out = {}
+    for bs in batch_sizes:
+        with live_batch(eng, bs, context) as reqs:
+            out[bs] = median(time_ms(lambda: graph.decode_step(reqs), device, iters, warmup))
+    return out
+
+
+def _rounds(eng, reqs, device, iters, warmup) -> tuple[list[float], list[dict]]:
+    """Wall ms of each timed round and its phase breakdown."""
+    for _ in range(warmup):
+        eng.rounds.spec_round(reqs)
+    timer, walls = PhaseTimer(device), []
+    eng.phase_timer = timer
+    try:
+        for _ in range(iters):
+            sync(device)
+            t0 = time.perf_counter()
+            eng.rounds.spec_round(reqs)
+            sync(device)
+            walls.append((time.perf_counter() - t0) * 1e3)
+    finally:
+        eng.phase_timer = None
+    return walls, timer.rounds()
+
+
+def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], context: int,
+        iters: int, warmup: int, configs=DEFAULT_CONFIGS) -> tuple[list[dict], dict]:
+    rows = []
+    for model in models:
+        step_ms = decode_step_ms(model, device, dtype, batch_sizes, context, iters, warmup)
+        free(device)  # that engine died with decode_step_ms
+        for topk, steps, ndt in configs:
+            spec = SpecConfig(topk, steps, ndt)
+            # Every round may commit num_steps + 1 tokens.
+            ctx = context + (warmup + iters) * (steps + 1) + reserve_margin(spec, 1) + 8
+            with fast_weights(device, DTYPES[dtype]):
+                eng = Engine(model=model, spec=spec, draft="eagle", device=device, dtype=dtype,
+                             max_batch=max(batch_sizes), max_context=ctx, cuda_graph=True,
+                             cuda_graph_bs=batch_sizes)
+            for bs in batch_sizes:
+                a0, q0 = eng.stats.accepted, eng.stats.req_rounds
+                with live_batch(eng, bs, context) as reqs:
+                    walls, phases = _rounds(eng, reqs, device, iters, warmup)
+                req_rounds = eng.stats.req_rounds - q0
+                accept_len = (eng.stats.accepted - a0 + req_rounds) / max(req_rounds, 1)
+                round_ms = median(walls)
+                ph = {p: median([r.get(p, 0.0) for r in phases]) for p in PHASES}
+                # Medians do not add: host is what makes the stacked bar the median round.
+                ph["host"] = round_ms - sum(ph.values())
+                row = {"model": model, "bs": bs, "topk": topk, "num_steps": steps, "ndt": ndt,
+                       "round_ms": round_ms, "phases_ms": ph, "decode_step_ms": step_ms[bs],
+                       "round_in_decode_steps": round_ms / step_ms[bs],
+                       "break_even_acceptance_length": round_ms / step_ms[bs],
+                       "mean_acceptance_length_random_weights": accept_len,
+                       "context": context, "rounds_timed": iters}
+                rows.append(row)
+                parts = " ".join(f"{k}={v:.3f}" for k, v in ph.items())
+                print(f"{model:>9} bs={bs:<3} topk={topk} steps={steps} ndt={ndt}: round "
+                      f"{round_ms:.3f} ms = {row['round_in_decode_steps']:.2f} decode steps "
+                      f"(break-even acceptance {row['break_even_acceptance_length']:.2f}) [{parts}]",
+                      flush=True)
+            del eng
+            free(device)
+    extra = {"context": context, "iters": iters, "warmup": warmup, "dtype": dtype,
+             "draft": "eagle", "cuda_graph": True, "phases": list(PHASES) + ["host"],
+             "convention": "round_ms: median wall time of a round (synchronized); phases: "
+                           "median per phase of CUDA-event (CPU: perf_counter) segments; host "
+                           "= round_ms - sum of the phase medians. break_even_acceptance_length "
+                           "= round_ms / decode_step_ms (graph decode step, same target and bs, "
+                           "same run): speculation pays when the mean acceptance length "
+                           "(tokens committed per request-round) exceeds it."}
+    return rows, extra

@@ -1,0 +1,142 @@
+"""Continuous batching: a waiting queue, a running batch, admission, retraction, finishing.
+
+One `step()`: admit waiting requests (first come, first served) while the next round still
+fits the free KV pages, prefill them, then run one speculative round (or plain decode step)
+over every running request. Requests finish at different steps and leave; new ones join at
+any step. When the running requests grow past the free pages, the newest are retracted
+(SGLang-style): pages and request row released, committed tokens kept, and they go back to
+the front of the waiting queue; on readmission the prefill runs over prompt + committed
+output, with the pending bonus token kept pending, which rebuilds target KV, draft KV and
+the draft's carried state.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from specdec.memory.allocator import OutOfSlots
+from specdec.request import Req
+
+
+@dataclass
+class RequestOutput:
+    rid: int
+    prompt: list[int]
+    tokens: list[int]            # generated so far; final when finish_reason is set
+    finish_reason: str | None    # None while live, else "length", "stop" or "abort"
+
+
+def _output(req: Req, reason: str | None) -> RequestOutput:
+    return RequestOutput(req.rid, list(req.prompt), req.visible_output(), reason)
+
+
+class Scheduler:
+    def __init__(self, engine) -> None:
+        self.e = engine
+        self.waiting: deque[Req] = deque()
+        self.running: list[Req] = []
+        self.live: dict[int, Req] = {}                  # waiting or running, by rid
+        self.finished: dict[int, RequestOutput] = {}    # finished or aborted, by rid
+        self._arrival: dict[int, int] = {}              # rid -> arrival order (retraction picks newest)
+        self._next_arrival = 0
+        self.steps = self.retractions = 0
+
+    # -- entry points -----------------------------------------------------------------------
+    def add(self, req: Req) -> None:
+        self.waiting.append(req)
+        self.live[req.rid] = req
+        self._arrival[req.rid] = self._next_arrival
+        self._next_arrival += 1
+
+    def abort(self, rid: int) -> RequestOutput:
+        req = self.live.pop(rid, None)
+        if req is None:
+            state = "already finished or aborted" if rid in self.finished else "unknown"
+            raise ValueError(f"abort({rid!r}): no live request with that id ({state})")
+        if req in self.running:
+            self.running.remove(req)
+            self.e.memory.release(req)   # pages and row free now, not at the next step
+        else:
+            self.waiting.remove(req)
+        del self._arrival[rid]
+        out = self.finished[rid] = _output(req, "abort")
+        return out
+
+    def step(self) -> list[RequestOutput]:
+        """Admit, prefill, one round; returns the requests that finished in this step."""
+        self.steps += 1
+        done = self._admit()
+        self._retract_until_fits()
+        if self.running:
+            rounds = self.e.rounds
+            if self.e.spec is None:
+                rounds.decode_step(self.running)
+            else:
+                rounds.spec_round(self.running)
+            done += self._finish_done()
+        return done
+
+    # -- admission and retraction -----------------------------------------------------------
+    def _round_pages(self, reqs: list[Req]) -> int:
+        """Pages `reqs` still need for the next round, beyond what they own."""
+        ends = self.e.rounds.step_ends([r.seq_len for r in reqs])
+        return sum(self.e.memory.pages_needed(r, end) for r, end in zip(reqs, ends))
+
+    def _admit(self) -> list[RequestOutput]:
+        mem, ps = self.e.memory, self.e.page_size
+        free, need = mem.allocator.num_free, self._round_pages(self.running)
+        new: list[Req] = []
+        # First come, first served: stop at the first request that does not fit (no skipping,
+        # so a long request is not starved by short ones behind it). Admit only what the next
+        # round can also run, or the newcomer would be retracted right away.
+        while self.waiting and len(self.running) + len(new) < self.e.max_batch:
+            end = self.e.rounds.step_ends([len(self.waiting[0].prefill_tokens)])[0]
+            pages = -(-end // ps)
+            if need + pages > free:
+                break
+            need += pages
+            new.append(self.waiting.popleft())
+        if not new:
+            if self.waiting and not self.running:  # add_request refuses what cannot fit alone
+                raise OutOfSlots(f"request {self.waiting[0].rid} cannot be admitted into an "
+                                 f"empty batch ({free} pages free)")
+            return []
+        for r in new:
+            mem.admit(r)
+        self.running.extend(new)
+        self.e.rounds.prefill(new)
+        return self._finish_done()  # max_new_tokens 1, or a stop token first
+
+    def _retract_until_fits(self) -> None:
+        free = self.e.memory.allocator.num_free
+        while self.running and self._round_pages(self.running) > free:
+            if len(self.running) == 1:  # add_request refuses what cannot fit alone
+                raise OutOfSlots(f"request {self.running[0].rid} cannot run its next round "
+                                 f"even alone: {self._round_pages(self.running)} pages needed, "
+                                 f"{free} free")
+            victim = max(self.running, key=lambda r: self._arrival[r.rid])
+            self.running.remove(victim)
+            self.e.memory.release(victim)   # output (committed tokens + pending bonus) is kept
+            self.waiting.appendleft(victim)  # retracted newest first: the oldest ends up first
+            self.retractions += 1
+            free = self.e.memory.allocator.num_free
+
+    def _finish_done(self) -> list[RequestOutput]:
+        out = []
+        for r in [r for r in self.running if r.done]:
+            if self.e.recorder is not None:
+                self.e.recorder.on_finish(self.e, [r])  # snapshot KV before the pages go
+            self.running.remove(r)
+            self.e.memory.release(r)
+            del self.live[r.rid], self._arrival[r.rid]
+            reason = "length" if r.stop_index() is None else "stop"
+            out.append(_output(r, reason))
+            self.finished[r.rid] = out[-1]
+        return out
+
+    def output(self, rid: int) -> RequestOutput:
+        if rid in self.live:
+            return _output(self.live[rid], None)
+        if rid in self.finished:
+            return self.finished[rid]
+        raise ValueError(f"output({rid!r}): unknown request id")

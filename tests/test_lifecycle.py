@@ -1,0 +1,92 @@
+"""The request lifecycle under continuous batching: Hypothesis's stateful machine
+(harness/lifecycle.py) adds, steps and aborts requests on a small KV pool, checking accounting,
+committed KV and every finished output; plus a short mixed run (harness/mixed_run.py)."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import settings
+
+from harness.lifecycle import LifecycleMachine
+from harness.oracles import check_lossless
+from harness.runs import greedy_baseline, make_prompts
+from specdec import Engine, SpecConfig
+from specdec.memory.allocator import OutOfSlots
+from specdec.sampling_params import SamplingParams
+
+# Tens of 20-step examples on the CPU profiles (dev, ci), hundreds nightly: the profile's
+# max_examples, at least 20.
+TestLifecycle = LifecycleMachine.TestCase
+TestLifecycle.settings = settings(settings.default, stateful_step_count=20,
+                                  max_examples=max(20, settings.default.max_examples))
+
+
+def test_mixed_run_small():
+    """20 requests with arrivals, aborts and stop tokens on a pool of ~1.2 largest requests:
+    every output equals its request run alone, nothing leaks, and retraction happened."""
+    from harness.mixed_run import mixed_run
+    from harness.runs import default_device
+    report = mixed_run(20, seed=0, device=default_device(), max_batch=6, pool_requests=1.2,
+                       max_prompt_len=12, max_new_tokens=16, cuda_graph=True)
+    assert report.completed + report.aborted == 20 and report.completed > 0
+    assert report.retractions > 0, report
+
+
+def _drain(eng):
+    outs = {}
+    while eng.has_unfinished():
+        for o in eng.step():
+            outs[o.rid] = o
+        eng.check_accounting()
+    eng.check_accounting([])
+    return outs
+
+
+@pytest.mark.parametrize("spec", [None, SpecConfig(topk=2, num_steps=2, num_draft_tokens=4)])
+def test_retraction_resumes_token_identically(spec):
+    """A pool of about one request's worst case: requests are retracted and resumed, and each
+    output equals the same request run alone (plain decoding too, which has no draft state)."""
+    prompts = make_prompts(seed=11, batch_size=5, vocab_size=320, max_len=10)
+    eng = Engine(model="tiny", spec=spec, page_size=2, max_batch=5, max_context=64, num_pages=22)
+    rids = [eng.add_request(p, 16) for p in prompts]
+    outs = _drain(eng)
+    assert eng.scheduler.retractions > 0
+    ref, margins = greedy_baseline("tiny", prompts, 16, "cpu")
+    check_lossless([outs[r].tokens for r in rids], ref, margins, eng.dtype)
+    assert all(outs[r].finish_reason == "length" for r in rids)
+
+
+def test_stop_token_and_abort():
+    eng = Engine(model="tiny", spec=SpecConfig(topk=1, num_steps=3), max_batch=4, max_context=64)
+    prompt = [5, 6, 7]
+    full = eng.generate([prompt], max_new_tokens=12)[0]
+    stop = full[4]
+    cut = full[:full.index(stop) + 1]
+    assert eng.generate([prompt], 12, sampling=SamplingParams(stop_token_ids=(stop,)))[0] == cut
+    a = eng.add_request(prompt, 12, SamplingParams(stop_token_ids=(stop,)))
+    b = eng.add_request(prompt, 12)
+    eng.step()
+    assert eng.output(b).finish_reason is None and eng.output(b).tokens == full[:len(eng.output(b).tokens)]
+    assert eng.abort(b).finish_reason == "abort"
+    eng.check_accounting()
+    with pytest.raises(ValueError, match="already finished or aborted"):
+        eng.abort(b)
+    with pytest.raises(ValueError, match="unknown"):
+        eng.abort(999)
+    outs = _drain(eng)
+    assert outs[a].tokens == cut and outs[a].finish_reason == "stop"
+
+
+@pytest.mark.parametrize("prompt,new,exc,match", [
+    ([], 4, ValueError, r"prompt is empty"),
+    ([1, 320], 4, ValueError, r"token 1 = 320 is outside the vocabulary"),
+    ([1], 0, ValueError, r"max_new_tokens=0"),
+    ([1] * 60, 4, ValueError, r"more than max_context=64"),
+    ([1] * 30, 4, OutOfSlots, r"needs \d+ pages in the worst case; the pool has 15 pages"),
+])
+def test_add_request_refuses(prompt, new, exc, match):
+    eng = Engine(model="tiny", spec=SpecConfig(topk=1, num_steps=3), max_batch=2,
+                 max_context=64, num_pages=16)
+    with pytest.raises(exc, match=match):
+        eng.add_request(prompt, new)
+    assert not eng.has_unfinished()
+    eng.check_accounting()
