@@ -4,7 +4,8 @@ from __future__ import annotations
 import dataclasses
 
 from harness.kv_content import check_kv_content
-from harness.oracles import (check_eager_graph_bitwise, check_metadata_covers_batch, check_lossless, check_self_draft_logits,
+from harness.oracles import (check_eager_graph_bitwise, check_lossless, check_metadata_covers_batch,
+                             check_self_draft_logits,
                              check_total_acceptance)
 from harness.runs import default_device, greedy_baseline, make_prompts
 from harness.strategies import RunConfig

@@ -72,14 +72,13 @@ class Entry:
 
 
 def suite() -> list[Entry]:
-    ps = ("page_size",)
     out = [Entry("structure", (("page_size", p), ("cuda_graph", g)))
            for p in (1, 4, 64) for g in (False, True)]
     out += [Entry("kv_content", (("draft", d), ("cuda_graph", g)))
             for d in ("eagle", "self") for g in (False, True)]
-    out += [Entry("eager_vs_graph", ((ps[0], p), ("cuda_graph", True)), 3) for p in (1, 16)]
-    out += [Entry("lossless_greedy", (("draft", d), (ps[0], p)), 2)
+    out += [Entry("eager_vs_graph", (("page_size", p), ("cuda_graph", True)), 3) for p in (1, 16)]
+    out += [Entry("lossless_greedy", (("draft", d), ("page_size", p)), 2)
             for d in ("eagle", "self") for p in (1, 4, 64)]
-    out += [Entry("self_draft", ((ps[0], p), ("draft", "self"))) for p in (1, 4, 64)]
+    out += [Entry("self_draft", (("page_size", p), ("draft", "self"))) for p in (1, 4, 64)]
     out += [Entry("sampling_vocab")]
     return out

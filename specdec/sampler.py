@@ -45,6 +45,8 @@ class BatchSampling:
     top_k: torch.Tensor         # [ns] int64, 0 = no cut
     top_p: torch.Tensor         # [ns] fp32
     coins: torch.Tensor         # [ns, n_coins] fp32; column 0 is the final-draw coin
+    cuts_top_k: bool            # some row has top_k > 0 (else the top-k sort is skipped)
+    cuts_top_p: bool            # some row has top_p < 1 (else the top-p sort is skipped)
 
 
 def batch_sampling(reqs, engine_seed: int, positions: list[int], n_coins: int,
@@ -62,7 +64,7 @@ def batch_sampling(reqs, engine_seed: int, positions: list[int], n_coins: int,
         torch.tensor([s.temperature for s in sp], dtype=torch.float32, device=device),
         torch.tensor([s.top_k for s in sp], dtype=torch.int64, device=device),
         torch.tensor([s.top_p for s in sp], dtype=torch.float32, device=device),
-        coins.to(device))
+        coins.to(device), any(s.top_k > 0 for s in sp), any(s.top_p < 1.0 for s in sp))
 
 
 def target_probs(logits: torch.Tensor, bsamp: BatchSampling) -> torch.Tensor:
@@ -70,11 +72,14 @@ def target_probs(logits: torch.Tensor, bsamp: BatchSampling) -> torch.Tensor:
     x = logits.float()
     x = (x - x.amax(-1, keepdim=True)) / bsamp.temperature[:, None, None]
     vocab = x.shape[-1]
-    srt = torch.sort(x, dim=-1, descending=True).values
-    k = torch.where(bsamp.top_k > 0, bsamp.top_k, vocab).clamp(max=vocab)
-    kth = srt.gather(-1, (k - 1)[:, None, None].expand(-1, x.shape[1], 1))
-    x = x.masked_fill(x < kth, float("-inf"))  # ties with the k-th logit stay
+    if bsamp.cuts_top_k:  # two full-vocab sorts per row are the cost: only when asked for
+        srt = torch.sort(x, dim=-1, descending=True).values
+        k = torch.where(bsamp.top_k > 0, bsamp.top_k, vocab).clamp(max=vocab)
+        kth = srt.gather(-1, (k - 1)[:, None, None].expand(-1, x.shape[1], 1))
+        x = x.masked_fill(x < kth, float("-inf"))  # ties with the k-th logit stay
     probs = torch.softmax(x, dim=-1)
+    if not bsamp.cuts_top_p:
+        return probs
     p_sorted, order = torch.sort(probs, dim=-1, descending=True)
     # Keep a token while the mass strictly before it is below top_p (the first always stays).
     # top_p == 1 keeps everything (an fp32 cumsum may pass 1.0 in the tail).

@@ -37,16 +37,12 @@ class Scheduler:
         self.running: list[Req] = []
         self.live: dict[int, Req] = {}                  # waiting or running, by rid
         self.finished: dict[int, RequestOutput] = {}    # finished or aborted, by rid
-        self._arrival: dict[int, int] = {}              # rid -> arrival order (retraction picks newest)
-        self._next_arrival = 0
-        self.steps = self.retractions = 0
+        self.retractions = 0
 
     # -- entry points -----------------------------------------------------------------------
     def add(self, req: Req) -> None:
         self.waiting.append(req)
-        self.live[req.rid] = req
-        self._arrival[req.rid] = self._next_arrival
-        self._next_arrival += 1
+        self.live[req.rid] = req  # rids grow with arrival (Engine._submit): newest = largest
 
     def abort(self, rid: int) -> RequestOutput:
         req = self.live.pop(rid, None)
@@ -58,13 +54,11 @@ class Scheduler:
             self.e.memory.release(req)   # pages and row free now, not at the next step
         else:
             self.waiting.remove(req)
-        del self._arrival[rid]
         out = self.finished[rid] = _output(req, "abort")
         return out
 
     def step(self) -> list[RequestOutput]:
         """Admit, prefill, one round; returns the requests that finished in this step."""
-        self.steps += 1
         done = self._admit()
         self._retract_until_fits()
         if self.running:
@@ -83,7 +77,7 @@ class Scheduler:
         return sum(self.e.memory.pages_needed(r, end) for r, end in zip(reqs, ends))
 
     def _admit(self) -> list[RequestOutput]:
-        mem, ps = self.e.memory, self.e.page_size
+        mem = self.e.memory
         free, need = mem.allocator.num_free, self._round_pages(self.running)
         new: list[Req] = []
         # First come, first served: stop at the first request that does not fit (no skipping,
@@ -91,7 +85,7 @@ class Scheduler:
         # round can also run, or the newcomer would be retracted right away.
         while self.waiting and len(self.running) + len(new) < self.e.max_batch:
             end = self.e.rounds.step_ends([len(self.waiting[0].prefill_tokens)])[0]
-            pages = -(-end // ps)
+            pages = mem.pages_needed(self.waiting[0], end)  # a waiting request owns no page
             if need + pages > free:
                 break
             need += pages
@@ -114,7 +108,7 @@ class Scheduler:
                 raise OutOfSlots(f"request {self.running[0].rid} cannot run its next round "
                                  f"even alone: {self._round_pages(self.running)} pages needed, "
                                  f"{free} free")
-            victim = max(self.running, key=lambda r: self._arrival[r.rid])
+            victim = max(self.running, key=lambda r: r.rid)  # the newest arrival
             self.running.remove(victim)
             self.e.memory.release(victim)   # output (committed tokens + pending bonus) is kept
             self.waiting.appendleft(victim)  # retracted newest first: the oldest ends up first
@@ -128,7 +122,7 @@ class Scheduler:
                 self.e.recorder.on_finish(self.e, [r])  # snapshot KV before the pages go
             self.running.remove(r)
             self.e.memory.release(r)
-            del self.live[r.rid], self._arrival[r.rid]
+            del self.live[r.rid]
             reason = "length" if r.stop_index() is None else "stop"
             out.append(_output(r, reason))
             self.finished[r.rid] = out[-1]
