@@ -15,8 +15,9 @@ class DenseCausalAttention:
         self.k: dict[int, torch.Tensor] = {}
         self.v: dict[int, torch.Tensor] = {}
 
-    def forward(self, q, k, v, layer_id, fb):
-        self.k[layer_id], self.v[layer_id] = k.clone(), v.clone()
+    def forward(self, q, k, v, layer_id, fb, rope, positions):
+        q, k = _rotate(q, rope, positions), _rotate(k, rope, positions)
+        self.k[layer_id], self.v[layer_id] = k, v.clone()
         n, hq, d = q.shape
         rep = hq // k.shape[1]
         kf = k.float().repeat_interleave(rep, dim=1)
@@ -25,6 +26,15 @@ class DenseCausalAttention:
         causal = torch.ones(n, n, dtype=torch.bool, device=q.device).tril()
         s = s.masked_fill(~causal, float("-inf"))
         return torch.einsum("hqk,khd->qhd", torch.softmax(s, dim=-1), vf).to(q.dtype)
+
+
+def _rotate(x, rope, positions):
+    """Rotate-half RoPE at `positions` with the model's tables, in fp32, back to x's dtype."""
+    cos = rope.cos[positions].float()[:, None, :]
+    sin = rope.sin[positions].float()[:, None, :]
+    x1, x2 = x.float().chunk(2, dim=-1)
+    rotated = torch.cat([-x2, x1], dim=-1)
+    return (x.float() * cos + rotated * sin).to(x.dtype)
 
 
 class _Batch:

@@ -5,27 +5,48 @@ head, i.e. the whole GQA group of query heads that read that KV head, so each KV
 loaded once per group. The KV loop runs over virtual positions in blocks of BLOCK_N up to the
 row's kv length (read from memory: no host sync, so the wrapper is CUDA-graph safe), maps
 positions to slots through the page table and keeps an online softmax in fp32.
+
+Split-KV ("flash decoding"): with few (row, KV head) pairs, e.g. decode at batch 1, those
+programs cannot fill the GPU, so the KV axis is also split over a third grid axis of
+num_splits programs. Each writes fp32 partials (running max m, sum l, unnormalised acc) to
+scratch, and a second kernel combines them per (row, query head). num_splits depends only on
+shapes and the device (`_num_splits`), never on values, so the wrapper stays graph safe.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
-import kernels._triton_env  # noqa: F401  (must precede `import triton`)
+from kernels._triton_env import INTERPRET  # (must precede `import triton`)
 import triton
 import triton.language as tl
 
 _LOG2E = 1.4426950408889634
+_BLOCK_N = 64
+# Split-KV heuristic: aim for this many programs per SM (several resident per SM hide latency),
+# at most _MAX_SPLITS splits, and at most _MAX_SCRATCH_FLOATS fp32 of acc scratch per call.
+_PROGRAMS_PER_SM = 4
+_MAX_SPLITS = 128
+_MAX_SCRATCH_FLOATS = 1 << 22  # 16 MiB
+_COMBINE_BLOCK_S = 32  # splits per tile in the combine kernel
 
 
 @triton.jit
 def _paged_attention_kernel(
     q_ptr, k_ptr, v_ptr, o_ptr, pt_ptr, row_seq_ptr, kv_len_ptr, mstart_ptr, moff_ptr, mask_ptr,
-    qk_scale, page_size, max_pages, mask_numel,
+    pm_ptr, pl_ptr, pacc_ptr,
+    qk_scale, page_size, max_pages, mask_numel, num_splits,
     stride_qr, stride_qh, stride_kr, stride_kh, stride_vr, stride_vh, stride_or, stride_oh,
-    stride_pt,
+    stride_pt, stride_pmr, stride_pmh, stride_par, stride_pah, stride_pas,
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
-    F32_DOT: tl.constexpr,
+    F32_DOT: tl.constexpr, SPLIT: tl.constexpr,
 ):
+    """Grid (R, Hkv, num_splits). SPLIT=False (num_splits == 1): the whole row, output written
+    directly; pm/pl/pacc are unused. SPLIT=True: split s covers the row's positions
+    [s*chunk, (s+1)*chunk) with chunk = ceil(kv_len / num_splits) rounded up to BLOCK_N, and
+    writes fp32 partials m, l [R, Hq, num_splits] and acc [R, Hq, num_splits, D]; an empty
+    split writes the neutral partial (m=-inf, l=0, acc=0)."""
     r = tl.program_id(0).to(tl.int64)
     kvh = tl.program_id(1).to(tl.int64)
     offs_h = tl.arange(0, BLOCK_H)
@@ -45,16 +66,28 @@ def _paged_attention_kernel(
     m_start = tl.load(mstart_ptr + r).to(tl.int64)
     m_off = tl.load(moff_ptr + r).to(tl.int64)
 
+    if SPLIT:
+        # The chunk follows this row's kv_len (read on device), so every split of a row gets
+        # an equal share whatever the page table's width; BLOCK_N-aligned, so no block
+        # straddles two splits.
+        kv64 = kv_len.to(tl.int64)
+        chunk = (kv64 + num_splits - 1) // num_splits
+        chunk = (chunk + BLOCK_N - 1) // BLOCK_N * BLOCK_N
+        start = tl.program_id(2).to(tl.int64) * chunk
+        end = tl.minimum(kv64, start + chunk)
+    else:
+        start = 0
+        end = kv_len
+
     m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_H], tl.float32)
     acc = tl.zeros([BLOCK_H, HEAD_DIM], tl.float32)
     # A while loop, not `for range(kv_len)`: the Triton 3.6 interpreter cannot use a loaded
     # scalar as a range bound under NumPy 2.x (int() of a 1-element array). The cost on GPU:
     # a while loop is not software-pipelined; restore the `for` once the interpreter is fixed.
-    start = 0
-    while start < kv_len:
+    while start < end:
         pos = (start + offs_n).to(tl.int64)
-        valid = pos < kv_len
+        valid = pos < end
         page_idx = pos // page_size
         page = tl.load(pt_ptr + seq * stride_pt + page_idx,
                        mask=valid & (page_idx < max_pages), other=0)
@@ -91,15 +124,94 @@ def _paged_attention_kernel(
         m_i = m_new
         start += BLOCK_N
 
-    # Rows that see nothing (kv_len 0 or everything masked) have l_i == 0 and acc == 0.
-    out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
-    tl.store(o_ptr + r * stride_or + heads[:, None] * stride_oh + offs_d[None, :],
-             out.to(o_ptr.dtype.element_ty), mask=h_ok[:, None] & d_ok[None, :])
+    if SPLIT:
+        # Unnormalised partials; an empty or fully masked split stores m=-inf, l=0, acc=0.
+        split = tl.program_id(2).to(tl.int64)
+        ml_off = r * stride_pmr + heads * stride_pmh + split
+        tl.store(pm_ptr + ml_off, m_i, mask=h_ok)
+        tl.store(pl_ptr + ml_off, l_i, mask=h_ok)
+        tl.store(pacc_ptr + r * stride_par + heads[:, None] * stride_pah + split * stride_pas
+                 + offs_d[None, :], acc, mask=h_ok[:, None] & d_ok[None, :])
+    else:
+        # Rows that see nothing (kv_len 0 or everything masked) have l_i == 0 and acc == 0.
+        out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
+        tl.store(o_ptr + r * stride_or + heads[:, None] * stride_oh + offs_d[None, :],
+                 out.to(o_ptr.dtype.element_ty), mask=h_ok[:, None] & d_ok[None, :])
+
+
+@triton.jit
+def _combine_splits_kernel(
+    pm_ptr, pl_ptr, pacc_ptr, o_ptr,
+    stride_pmr, stride_pmh, stride_par, stride_pah, stride_pas, stride_or, stride_oh,
+    NUM_SPLITS: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr,
+):
+    """Grid (R, Hq): out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s, M = max_s m_s.
+
+    Two passes over tiles of BLOCK_S splits: the max, then the weighted sums. Empty splits
+    (m=-inf) weigh 0; a row that sees nothing (all l == 0, acc == 0) gives zeros."""
+    r = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1).to(tl.int64)
+    offs_s = tl.arange(0, BLOCK_S)
+    offs_d = tl.arange(0, HEAD_DIM)
+    ml_base = r * stride_pmr + h * stride_pmh
+    acc_base = r * stride_par + h * stride_pah
+
+    m_max = tl.full([BLOCK_S], float("-inf"), tl.float32)
+    for s0 in range(0, NUM_SPLITS, BLOCK_S):
+        s_ok = s0 + offs_s < NUM_SPLITS
+        m = tl.load(pm_ptr + ml_base + s0 + offs_s, mask=s_ok, other=float("-inf"))
+        m_max = tl.maximum(m_max, m)
+    big_m = tl.max(m_max, 0)
+    big_m = tl.where(big_m == float("-inf"), 0.0, big_m)
+
+    l_sum = tl.zeros([BLOCK_S], tl.float32)
+    acc = tl.zeros([HEAD_DIM], tl.float32)
+    for s0 in range(0, NUM_SPLITS, BLOCK_S):
+        s_ok = s0 + offs_s < NUM_SPLITS
+        m = tl.load(pm_ptr + ml_base + s0 + offs_s, mask=s_ok, other=float("-inf"))
+        l = tl.load(pl_ptr + ml_base + s0 + offs_s, mask=s_ok, other=0.0)
+        a = tl.load(pacc_ptr + acc_base + (s0 + offs_s)[:, None].to(tl.int64) * stride_pas
+                    + offs_d[None, :], mask=s_ok[:, None], other=0.0)
+        w = tl.exp2(m - big_m)  # 0 for empty splits and padding (m = -inf)
+        l_sum += w * l
+        acc += tl.sum(w[:, None] * a, 0)
+    denom = tl.sum(l_sum, 0)
+    out = acc / tl.where(denom > 0, denom, 1.0)
+    tl.store(o_ptr + r * stride_or + h * stride_oh + offs_d, out.to(o_ptr.dtype.element_ty))
+
+
+@functools.lru_cache(maxsize=None)
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def _target_programs(device: torch.device) -> int:
+    """Programs that fill `device`: _PROGRAMS_PER_SM per SM on a GPU; 0 (no split) on CPU or
+    under the interpreter, where splitting only adds work (tests force it instead)."""
+    if device.type != "cuda" or INTERPRET:
+        return 0
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return _PROGRAMS_PER_SM * _sm_count(index)
+
+
+def _num_splits(R: int, Hq: int, Hkv: int, D: int, max_kv: int, device) -> int:
+    """The automatic split count: a pure function of shapes and the device (graph safe).
+
+    ceil(target_programs / (R*Hkv)), clamped to [1, min(ceil(max_kv / BLOCK_N), _MAX_SPLITS)]
+    and so that the acc scratch R*Hq*num_splits*D stays under _MAX_SCRATCH_FLOATS; a large R
+    already fills the GPU and gets 1. max_kv is the page table's width in positions."""
+    target = _target_programs(torch.device(device))
+    n = -(-target // max(1, R * Hkv))
+    n = min(n, -(-max_kv // _BLOCK_N), _MAX_SPLITS, _MAX_SCRATCH_FLOATS // max(1, R * Hq * D))
+    return max(1, n)
 
 
 def paged_attention(q, k_buffer, v_buffer, page_table, row_seq, row_kv_len, row_mask_start,
-                    row_mask_offset, custom_mask, page_size, sm_scale):
-    """Triton paged attention; see module docstring and docs/kernels.md."""
+                    row_mask_offset, custom_mask, page_size, sm_scale, num_splits=None):
+    """Triton paged attention; see module docstring and docs/kernels.md.
+
+    `num_splits`: KV splits per (row, KV head); None = `_num_splits` (shapes and device
+    only). 1 is the single-pass kernel; more adds fp32 scratch and a combine launch."""
     R, Hq, D = q.shape
     Hkv = k_buffer.shape[1]
     assert Hq % Hkv == 0 and D >= 16 and D & (D - 1) == 0, (Hq, Hkv, D)
@@ -115,22 +227,45 @@ def paged_attention(q, k_buffer, v_buffer, page_table, row_seq, row_kv_len, row_
     f32_dot = (k_buffer.dtype == torch.float32 or q.dtype != k_buffer.dtype
                or v_buffer.dtype != k_buffer.dtype)
     mask_u8 = custom_mask.reshape(-1).view(torch.uint8)  # bool pointers are awkward in Triton
-    _paged_attention_kernel[(R, Hkv)](
+    if num_splits is None:
+        num_splits = _num_splits(R, Hq, Hkv, D, page_table.shape[1] * page_size, q.device)
+    num_splits = max(1, int(num_splits))
+    split = num_splits > 1
+    if split:  # shape-only scratch, fully written by the split kernel (empty splits included)
+        part_m = torch.empty((R, Hq, num_splits), dtype=torch.float32, device=q.device)
+        part_l = torch.empty_like(part_m)
+        part_acc = torch.empty((R, Hq, num_splits, D), dtype=torch.float32, device=q.device)
+    else:  # unused by the single-pass kernel
+        part_m = part_l = part_acc = out
+    _paged_attention_kernel[(R, Hkv, num_splits)](
         q, k_buffer, v_buffer, out, page_table, row_seq, row_kv_len, row_mask_start,
-        row_mask_offset, mask_u8,
-        float(sm_scale) * _LOG2E, page_size, page_table.shape[1], mask_u8.numel(),
+        row_mask_offset, mask_u8, part_m, part_l, part_acc,
+        float(sm_scale) * _LOG2E, page_size, page_table.shape[1], mask_u8.numel(), num_splits,
         q.stride(0), q.stride(1), k_buffer.stride(0), k_buffer.stride(1),
         v_buffer.stride(0), v_buffer.stride(1), out.stride(0), out.stride(1),
         page_table.stride(0),
-        GROUP=group, HEAD_DIM=D, BLOCK_H=max(16, triton.next_power_of_2(group)), BLOCK_N=64,
-        F32_DOT=f32_dot,
+        part_m.stride(0) if split else 0, part_m.stride(1) if split else 0,
+        part_acc.stride(0) if split else 0, part_acc.stride(1) if split else 0,
+        part_acc.stride(2) if split else 0,
+        GROUP=group, HEAD_DIM=D, BLOCK_H=max(16, triton.next_power_of_2(group)),
+        BLOCK_N=_BLOCK_N, F32_DOT=f32_dot, SPLIT=split,
     )
+    if split:
+        _combine_splits_kernel[(R, Hq)](
+            part_m, part_l, part_acc, out,
+            part_m.stride(0), part_m.stride(1), part_acc.stride(0), part_acc.stride(1),
+            part_acc.stride(2), out.stride(0), out.stride(1),
+            NUM_SPLITS=num_splits, HEAD_DIM=D,
+            BLOCK_S=min(_COMBINE_BLOCK_S, triton.next_power_of_2(num_splits)),
+        )
     return out
 
 
 def paged_attention_ref(q, k_buffer, v_buffer, page_table, row_seq, row_kv_len, row_mask_start,
-                        row_mask_offset, custom_mask, page_size, sm_scale):
+                        row_mask_offset, custom_mask, page_size, sm_scale, num_splits=None):
     """Plain torch: gather every row's KV into [R, max_kv], masked softmax in fp32.
+
+    `num_splits` is accepted for signature parity with `paged_attention` and ignored.
 
     max_kv is the page table's full width, not the batch's longest row: shapes then depend
     only on tensor shapes, never on values, so this runs without a host sync and inside graph

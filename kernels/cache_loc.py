@@ -1,9 +1,9 @@
 """Cache-location kernels: req_to_token <-> out_cache_loc, and the draft slot layout.
 
 See docs/kernels.md (cache locations) and conventions section 4. One Triton program per
-request. The packed start of each request in out_cache_loc is an exclusive cumsum computed on
-the device, and loop bounds are read from memory, so the wrappers never sync with the host and
-can run inside CUDA graph capture.
+request. Each program computes its request's packed start in out_cache_loc (the exclusive
+cumsum of the earlier requests' lengths) itself, and loop bounds are read from memory: one
+launch, no host sync, safe inside CUDA graph capture.
 """
 from __future__ import annotations
 
@@ -16,17 +16,30 @@ import triton.language as tl
 _BLOCK = 128
 
 
+_BLOCK_B = 64
+
+
 @triton.jit
 def _packed_copy_kernel(
-    req_pool_ptr, r2t_ptr, start_ptr, end_ptr, packed_ptr, loc_ptr, stride_r2t, max_context,
-    TO_POOL: tl.constexpr, BLOCK: tl.constexpr,
+    req_pool_ptr, r2t_ptr, start_ptr, end_ptr, loc_ptr, stride_r2t, max_context,
+    TO_POOL: tl.constexpr, BLOCK: tl.constexpr, BLOCK_B: tl.constexpr,
 ):
     """TO_POOL: req_to_token[req, start + j] = loc[packed + j]; else the reverse."""
     b = tl.program_id(0)
     req = tl.load(req_pool_ptr + b).to(tl.int64)
     start = tl.load(start_ptr + b).to(tl.int64)
     length = tl.load(end_ptr + b).to(tl.int64) - start
-    packed = tl.load(packed_ptr + b)
+    # packed = sum of the lengths of requests 0..b-1 (the exclusive cumsum, per program).
+    offs_b = tl.arange(0, BLOCK_B)
+    packed = tl.sum(tl.zeros([BLOCK_B], tl.int64), 0)
+    i0 = 0
+    while i0 < b:
+        idx = i0 + offs_b
+        before = idx < b
+        lo = tl.load(start_ptr + idx, mask=before, other=0).to(tl.int64)
+        hi = tl.load(end_ptr + idx, mask=before, other=0).to(tl.int64)
+        packed += tl.sum(hi - lo, 0)
+        i0 += BLOCK_B
     row = r2t_ptr + req * stride_r2t + start
     # A while loop: the Triton 3.6 interpreter cannot take a loaded scalar as a range bound.
     off = 0
@@ -46,11 +59,10 @@ def _packed_copy(req_pool_indices, req_to_token, start_offset, end_offset, out_c
     bs = req_pool_indices.shape[0]
     if bs == 0:
         return
-    lens = (end_offset - start_offset).to(torch.int64)
-    packed_start = torch.cumsum(lens, 0) - lens  # on device: no host sync
     _packed_copy_kernel[(bs,)](
-        req_pool_indices, req_to_token, start_offset, end_offset, packed_start, out_cache_loc,
+        req_pool_indices, req_to_token, start_offset, end_offset, out_cache_loc,
         req_to_token.stride(0), req_to_token.shape[1], TO_POOL=to_pool, BLOCK=_BLOCK,
+        BLOCK_B=_BLOCK_B,
     )
 
 
@@ -66,10 +78,13 @@ def assign_extend_cache_locs(req_pool_indices, req_to_token, start_offset, end_o
     _packed_copy(req_pool_indices, req_to_token, start_offset, end_offset, out_cache_loc, False)
 
 
-def _packed_index(req_pool_indices, start_offset, end_offset):
-    """(request row, position) of every packed element, in b order."""
+def _packed_index(req_pool_indices, start_offset, end_offset, total: int | None = None):
+    """(request row, position) of every packed element, in b order. `total` (the packed
+    length, when the caller knows it) keeps repeat_interleave from syncing with the host, so
+    the reference also runs inside graph capture."""
     lens = (end_offset - start_offset).long()
-    b = torch.repeat_interleave(torch.arange(lens.numel(), device=lens.device), lens)
+    b = torch.repeat_interleave(torch.arange(lens.numel(), device=lens.device), lens,
+                                output_size=total)
     j = torch.arange(b.numel(), device=lens.device) - (torch.cumsum(lens, 0) - lens)[b]
     return req_pool_indices.long()[b], start_offset.long()[b] + j
 
@@ -82,7 +97,7 @@ def assign_req_to_token_pool_ref(req_pool_indices, req_to_token, start_offset, e
 
 def assign_extend_cache_locs_ref(req_pool_indices, req_to_token, start_offset, end_offset,
                                  out_cache_loc):
-    rows, pos = _packed_index(req_pool_indices, start_offset, end_offset)
+    rows, pos = _packed_index(req_pool_indices, start_offset, end_offset, out_cache_loc.shape[0])
     out_cache_loc[: pos.numel()] = req_to_token[rows, pos].to(out_cache_loc.dtype)
 
 

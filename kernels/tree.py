@@ -42,9 +42,10 @@ def _alloc_mask(mode, bs, ndt, seq_lens_sum, device):
 
 
 @triton.jit
-def _build_tree_kernel(parent_list, sel, seq_lens, mask_start, tree_mask, positions,
+def _build_tree_kernel(parent_list, sel, seq_lens, tree_mask, positions,
                        r_index, r_next, r_sib, topk, spec_steps, pl_width,
-                       NDT: tl.constexpr, MODE: tl.constexpr, BLOCK: tl.constexpr):
+                       NDT: tl.constexpr, MODE: tl.constexpr, BLOCK: tl.constexpr,
+                       BLOCK_B: tl.constexpr):
     # One program per request. Node vectors live on axis 0 ("rows"); the same index
     # vector on axis 1 ("cols") lets us gather parent[cur] with a one-hot reduction,
     # since Triton has no register gather.
@@ -96,7 +97,15 @@ def _build_tree_kernel(parent_list, sel, seq_lens, mask_start, tree_mask, positi
 
     in_tree = valid[:, None] & (nodes[None, :] < NDT)
     if MODE == 0:  # FULL_MASK: row t has seq_len + NDT columns, tree columns after the prefix
-        start = tl.load(mask_start + b)
+        # This request's block starts after NDT * (seq_len + NDT) entries per earlier request.
+        offs_b = tl.arange(0, BLOCK_B)
+        start = b * NDT * NDT
+        i0 = 0
+        while i0 < b:
+            idx = i0 + offs_b
+            earlier = tl.load(seq_lens + idx, mask=idx < b, other=0).to(tl.int64)
+            start += NDT * tl.sum(earlier, 0)
+            i0 += BLOCK_B
         offs = start + nodes[:, None].to(tl.int64) * (seq_len + NDT) + seq_len + nodes[None, :]
         tl.store(tree_mask + offs, anc, mask=in_tree)
     elif MODE == 1:  # QLEN_ONLY
@@ -115,18 +124,15 @@ def build_tree_kernel_efficient(bonus_tokens, parent_list, top_scores_index, dra
     tree_mask = _alloc_mask(tree_mask_mode, bs, ndt, seq_lens_sum, dev)
     positions = torch.empty(bs * ndt, dtype=torch.int64, device=dev)
     r_index, r_next, r_sib = (torch.empty(bs, ndt, dtype=torch.int64, device=dev) for _ in range(3))
-    # Start of each request's FULL_MASK block: earlier blocks are ndt*(seq_len+ndt) each.
-    sl = seq_lens.to(torch.int64)
-    mask_start = (torch.cumsum(sl, 0) - sl) * ndt + torch.arange(bs, device=dev) * ndt * ndt
     pl = parent_list.contiguous()
     pl_width = pl.shape[1] if pl.dim() == 2 else 0
     if pl.numel() == 0:  # spec_steps == 1: never read, but give the kernel a real pointer
         pl = torch.full((1,), -1, dtype=torch.int64, device=dev)
     if bs > 0:
         _build_tree_kernel[(bs,)](
-            pl, top_scores_index.contiguous(), seq_lens.contiguous(), mask_start, tree_mask,
+            pl, top_scores_index.contiguous(), seq_lens.contiguous(), tree_mask,
             positions, r_index, r_next, r_sib, topk, spec_steps, pl_width,
-            NDT=ndt, MODE=tree_mask_mode, BLOCK=max(2, triton.next_power_of_2(ndt)))
+            NDT=ndt, MODE=tree_mask_mode, BLOCK=max(2, triton.next_power_of_2(ndt)), BLOCK_B=64)
     tokens = torch.cat([bonus_tokens.reshape(bs, 1), draft_tokens.reshape(bs, ndt - 1)], 1)
     return tree_mask, positions, r_index, r_next, r_sib, tokens.flatten().to(torch.int64)
 

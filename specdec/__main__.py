@@ -62,7 +62,8 @@ def _generate(args) -> int:
 BENCH_DEFAULTS = {"decode": ("llama-1b,llama-8b", "1,8,32", 1000, 20),
                   "spec": ("llama-1b,llama-8b", "1,8", 1000, 10),
                   "graphs": ("tiny,llama-1b", "1,8", 128, 3),
-                  "harness": ("tiny", "1", 0, 0)}
+                  "harness": ("tiny", "1", 0, 0),
+                  "profile": ("tiny,llama-1b,llama-8b", "1", 1000, 10)}
 
 
 def _bench(args, argv) -> int:
@@ -85,10 +86,11 @@ def _bench(args, argv) -> int:
         from specdec.bench import decode
         rows, extra = decode.run(args.device, args.dtype, models, bss, context, iters,
                                  args.warmup, args.compile_mode)
-    elif args.what == "spec":
-        from specdec.bench import spec
-        rows, extra = spec.run(args.device, args.dtype, models, bss, context, iters, args.warmup,
-                               spec.parse_configs(args.spec_configs))
+    elif args.what in ("spec", "profile"):
+        from specdec.bench import profile, spec
+        run = spec.run if args.what == "spec" else profile.run
+        rows, extra = run(args.device, args.dtype, models, bss, context, iters, args.warmup,
+                          spec.parse_configs(args.spec_configs))
     else:
         from specdec.bench import harness_bench
         props = args.properties.split(",") if args.properties else None
@@ -134,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="text when a tokenizer is available, else space-separated token ids; "
                         "repeat for a batch")
     b = sub.add_parser("bench", help="benchmarks; results go to bench/results/")
-    b.add_argument("what", choices=["decode", "spec", "graphs", "harness", "plot"],
+    b.add_argument("what", choices=["decode", "spec", "graphs", "harness", "profile", "plot"],
                    help="plot: redraw the PNG of each result JSON in PATHS (docs/bench.md)")
     b.add_argument("paths", nargs="*", help="result JSONs, for `plot`")
     b.add_argument("--device", default="cuda" if __import__("torch").cuda.is_available() else "cpu")
@@ -147,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--compile-mode", default="reduce-overhead",
                    help="decode: torch.compile mode of the dense peer; none: run it uncompiled")
     b.add_argument("--new-tokens", type=int, default=64, help="graphs: tokens per generate")
-    b.add_argument("--spec-configs", default="1,3,4;4,4,8", help="spec: topk,steps,ndt;...")
+    b.add_argument("--spec-configs", default="1,3,4;4,4,8",
+                   help="spec: topk,steps,ndt;... (profile: the first)")
     b.add_argument("--budget", type=float, default=5.0, help="harness: seconds per property")
     b.add_argument("--properties", default=None, help="harness: comma-separated (default all)")
     b.add_argument("--skip-pytest", action="store_true", help="harness: no pytest -n auto run")

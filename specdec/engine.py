@@ -15,7 +15,7 @@ from specdec.memory.req_pool import DraftStatePool
 from specdec.kernel_set import kernel_set
 from specdec.loading import is_checkpoint_dir, load_drafter, load_llama, resolve_model_config
 from specdec.model.eagle import EagleHead
-from specdec.model.llama import LlamaModel, init_weights
+from specdec.model.llama import LlamaModel, fuse_weights, init_weights
 from specdec.graphs.runner import DEFAULT_BUCKETS
 from specdec.request import Req
 from specdec.sampling_params import SamplingParams
@@ -79,6 +79,10 @@ class Engine:
         self.target = (load_llama(model, self.device, self.dtype, self.cfg)
                        if is_checkpoint_dir(model) else self._build(LlamaModel(self.cfg), seed))
         self.drafter = self._build_drafter(draft, seed) if spec is not None else None
+        for m in (self.target, self.drafter):
+            if m is not None:
+                fuse_weights(m)  # one GEMM for q/k/v and for gate/up
+                m.requires_grad_(False)  # inference only: no forward, captured or not, records autograd
         self.draft_kind = draft if spec is not None else None
         pages_per_req = self.max_context // page_size
         num_pages = num_pages or max_batch * pages_per_req + 1

@@ -7,6 +7,7 @@ import torch
 from specdec import faults
 from specdec.attention.forward_batch import ForwardBatch, ForwardMode
 from specdec.forward import run_forward
+from specdec.host import to_device
 from specdec.request import Req
 from specdec.sampler import batch_sampling, choose_tokens
 from specdec.graphs.cuda_graph import GraphFactory
@@ -42,9 +43,6 @@ class RoundRunner:
             return [self.decode_runner]
         return [self.verifier.runner, self.draft.decode_runner, self.draft.extend_runner]
 
-    def _t(self, values) -> torch.Tensor:
-        return torch.tensor(values, dtype=torch.int64, device=self.dev)
-
     def _cache_locs(self, rows: torch.Tensor, start: torch.Tensor, end: torch.Tensor, n: int):
         out = torch.empty(n, dtype=torch.int64, device=self.dev)
         self.e.kernels.assign_extend_cache_locs(rows, self.e.req_to_token, start, end, out)
@@ -58,11 +56,10 @@ class RoundRunner:
         lens = [len(r.prefill_tokens) for r in reqs]  # a resumed request: prompt + committed
         # +1: the pending bonus token's position (a standalone draft writes KV there).
         e.memory.reserve(reqs, [n + 1 for n in lens])
-        rows, lens_t = self._t([r.row for r in reqs]), self._t(lens)
-        zeros = torch.zeros_like(lens_t)
+        rows, lens_t, zeros, ids, pos = to_device(
+            self.dev, [r.row for r in reqs], lens, [0] * len(reqs),
+            [t for r in reqs for t in r.prefill_tokens], [p for n in lens for p in range(n)])
         loc = self._cache_locs(rows, zeros, lens_t, sum(lens))
-        ids = self._t([t for r in reqs for t in r.prefill_tokens])
-        pos = self._t([p for n in lens for p in range(n)])
         fb = ForwardBatch(ForwardMode.EXTEND, ids, pos, loc, rows, zeros, zeros, extend_lens=lens_t)
         last = torch.cumsum(lens_t, 0) - 1
         logits, hidden = run_forward(e.target, e.target_backend, fb, last, e.recorder)
@@ -77,7 +74,7 @@ class RoundRunner:
     def _draft_extend_prefill(self, reqs: list[Req], target_fb: ForwardBatch, hidden) -> None:
         if self.draft.shifted:
             # Row p consumes (h_p, t_{p+1}): the prompt rotated left, the bonus last.
-            ids = self._t([t for r in reqs for t in r.prefill_tokens[1:] + r.output[-1:]])
+            (ids,) = to_device(self.dev, [t for r in reqs for t in r.prefill_tokens[1:] + r.output[-1:]])
             fb = ForwardBatch(ForwardMode.DRAFT_EXTEND, ids, target_fb.positions,
                               target_fb.out_cache_loc, target_fb.req_pool_indices,
                               target_fb.seq_lens, target_fb.kv_prefix_lens,
@@ -85,11 +82,11 @@ class RoundRunner:
         else:
             # A standalone draft covers the prompt and the bonus at their own positions.
             lens = [len(r.prefill_tokens) + 1 for r in reqs]
-            lens_t, rows = self._t(lens), target_fb.req_pool_indices
-            zeros = torch.zeros_like(lens_t)
+            rows = target_fb.req_pool_indices
+            lens_t, zeros, ids, pos = to_device(
+                self.dev, lens, [0] * len(reqs), [t for r in reqs for t in r.prefill_tokens + r.output[-1:]],
+                [p for n in lens for p in range(n)])
             loc = self._cache_locs(rows, zeros, lens_t, sum(lens))
-            ids = self._t([t for r in reqs for t in r.prefill_tokens + r.output[-1:]])
-            pos = self._t([p for n in lens for p in range(n)])
             fb = ForwardBatch(ForwardMode.DRAFT_EXTEND, ids, pos, loc, rows,
                               target_fb.seq_lens, zeros, extend_lens=lens_t)
         self.draft.extend_prefill(fb, torch.cumsum(fb.extend_lens, 0) - 1)
@@ -108,10 +105,9 @@ class RoundRunner:
     def decode_step(self, reqs: list[Req]) -> None:
         e = self.e
         e.memory.reserve(reqs, [r.seq_len + 1 for r in reqs])
-        rows, seq = self._t([r.row for r in reqs]), self._t([r.seq_len for r in reqs])
-        loc = self._cache_locs(rows, seq, seq + 1, len(reqs))
-        live = {"input_ids": self._t([r.pending_token for r in reqs]), "positions": seq,
-                "out_cache_loc": loc, "req_pool_indices": rows, "seq_lens": seq}
+        rows, seq, ids = to_device(self.dev, [r.row for r in reqs], [r.seq_len for r in reqs],
+                                   [r.pending_token for r in reqs])
+        live = {"input_ids": ids, "positions": seq, "req_pool_indices": rows, "seq_lens": seq}
         logits = self.decode_runner.run(live, len(reqs))["logits"]
         bsamp = batch_sampling(reqs, e.seed, [r.seq_len + 1 for r in reqs], 1, self.dev)
         for r, t in zip(reqs, choose_tokens(e.kernels, logits, bsamp).tolist()):
@@ -125,36 +121,46 @@ class RoundRunner:
         if pt is not None:
             pt.begin_round()
         e.memory.reserve(reqs, self.step_ends([r.seq_len for r in reqs]))
-        rows = self._t([r.row for r in reqs])
-        seq = self._t([r.seq_len for r in reqs])
-        seq_sum = sum(r.seq_len for r in reqs)
+        seq_host = [r.seq_len for r in reqs]
+        prefix_host = [self.draft.prefix_len(n) for n in seq_host]
+        # Every host input of the round in one transfer.
+        rows, seq, pending, prefix, branch_pos = to_device(
+            self.dev, [r.row for r in reqs], seq_host, [r.pending_token for r in reqs],
+            prefix_host, [p for p in prefix_host for _ in range(spec.topk)])
+        seq_sum = sum(seq_host)
         if e.recorder is not None:
             e.recorder.begin_round(rows, seq, e.req_to_token)
 
         if pt is not None:
             pt.mark("host")
-        tree = self.draft.decode(rows, seq)
+        tree = self.draft.decode(rows, seq, prefix, branch_pos)
         if pt is not None:
             pt.mark("draft_decode")
         if e.recorder is not None:
             e.recorder.on_draft(tree)
-        built = self.verifier.build_tree(self._t([r.pending_token for r in reqs]), tree, seq, seq_sum)
+        built = self.verifier.build_tree(pending, tree, seq, seq_sum)
         # ndt coins for the walk (indexed by node) and one for the final draw, per request.
         bsamp = batch_sampling(reqs, e.seed, [r.seq_len + 1 for r in reqs], spec.ndt + 1,
                                self.dev)
         res = self.verifier.verify(rows, seq, seq_sum, built, bsamp)
 
-        accept_lens = res.accept_lens.tolist()
-        accepted = res.accepted_tokens.view(len(reqs), spec.num_steps + 1).tolist()
+        bs, width = len(reqs), spec.num_steps + 1
+        host = torch.cat([res.accept_lens, res.accepted_tokens]).tolist()  # the round's one sync
+        accept_lens, flat = host[:bs], host[bs:]
+        accepted = [flat[b * width:(b + 1) * width] for b in range(bs)]
         if faults.on("bonus_stride_ndt"):  # the historical bug: stride ndt, not num_steps + 1
-            flat = res.accepted_tokens.tolist()
-            accepted = [(flat[b * spec.ndt:] + [0] * spec.ndt)[:spec.num_steps + 1] for b in range(len(reqs))]
+            accepted = [(flat[b * spec.ndt:] + [0] * spec.ndt)[:width] for b in range(bs)]
         for r, a, toks in zip(reqs, accept_lens, accepted):
             r.output.extend(toks[:a])
             r.seq_len += a
         if pt is not None:
             pt.mark("accept_compact")
-        self._draft_extend_after_decode(rows, seq, res)
+        # Draft extend after decode: ndt rows per request over the compacted accepted path;
+        # row accept_lens-1 gives the next round's candidates (DraftExtendPhase).
+        self.draft.extend_after_decode({
+            "input_ids": res.predict, "hidden": res.hidden, "req_pool_indices": rows,
+            "seq_lens": seq + res.accept_lens, "kv_prefix_lens": prefix,
+            "accept_lens": res.accept_lens})
         if pt is not None:
             pt.mark("draft_extend")
         for r in reqs:
@@ -165,20 +171,3 @@ class RoundRunner:
         e.stats.accepted += sum(accept_lens) - len(reqs)
         if pt is not None:
             pt.end_round()
-
-    def _draft_extend_after_decode(self, rows, seq_old, res) -> None:
-        """ndt rows per request over the compacted accepted path; row accept_lens-1 gives the
-        next round's candidates. Rows past accept_lens write reserved slot 0."""
-        ndt = self.e.spec.ndt
-        prefix = self.draft.prefix_lens(seq_old)
-        j = torch.arange(ndt, device=self.dev)
-        pos = prefix[:, None] + j[None, :]
-        r2t = self.e.req_to_token[rows]
-        slots = torch.gather(r2t, 1, pos.clamp(max=r2t.shape[1] - 1)).long()
-        loc = torch.where(j[None, :] < res.accept_lens[:, None], slots, torch.zeros_like(slots))
-        if faults.on("stale_draft_kv_after_accept"):
-            loc = torch.zeros_like(loc)  # the historical bug: accepted tokens' draft KV not rewritten
-        self.draft.extend_after_decode({
-            "input_ids": res.predict, "positions": pos.reshape(-1), "out_cache_loc": loc.reshape(-1),
-            "hidden": res.hidden, "req_pool_indices": rows, "seq_lens": seq_old + res.accept_lens,
-            "kv_prefix_lens": prefix, "accept_lens": res.accept_lens})

@@ -17,7 +17,7 @@ from specdec.memory.kv_pool import KVPool
 
 class AttentionBackend:
     paged_attention = staticmethod(kernels.paged_attention_ref)
-    store_kv_cache = staticmethod(kernels.store_kv_cache_ref)
+    rope_store_kv = staticmethod(kernels.rope_store_kv_ref)
 
     def __init__(self, pool: KVPool, req_to_token: torch.Tensor, page_size: int,
                  sm_scale: float) -> None:
@@ -35,7 +35,8 @@ class AttentionBackend:
 
     # -- CUDA graphs ---------------------------------------------------------------------
     def init_forward_metadata_capture_cuda_graph(self, fb: ForwardBatch) -> AttentionMetadata:
-        """At capture: build metadata into tensors the graph will keep reading (static)."""
+        """Called inside graph capture, on the static inputs: the metadata build itself is
+        captured, so every replay recomputes it on the device from the refilled inputs."""
         md = build_metadata(fb, self.req_to_token, self.page_size)
         if fb.mode is ForwardMode.DRAFT_DECODE and faults.on("draft_kv_indices_missing_topk"):
             # the historical bug: the static branch page table sized bs rows, not bs * topk
@@ -45,15 +46,19 @@ class AttentionBackend:
 
     def init_forward_metadata_replay_cuda_graph(self, fb: ForwardBatch,
                                                 static: AttentionMetadata) -> None:
-        """At replay: refill the captured metadata tensors in place from `fb`."""
-        static.copy_(build_metadata(fb, self.req_to_token, self.page_size))
+        """At replay, before the graph runs. Everything this backend's metadata holds derives
+        on the device from the static inputs (refilled by the runner) and req_to_token, and
+        the captured build recomputes it: nothing is left for the host. A backend with
+        host-side plans (FlashInfer-style) would refill them here."""
 
     # -- the layer call ------------------------------------------------------------------
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int,
-                fb: ForwardBatch) -> torch.Tensor:
+                fb: ForwardBatch, rope, positions: torch.Tensor) -> torch.Tensor:
+        """q, k unrotated: rotate both at `positions` with `rope`'s tables, store k and v at
+        the metadata's write slots (one fused kernel), then attend."""
         md: AttentionMetadata = fb.attn_metadata
         k_buf, v_buf = self.pool.k_buffers[layer_id], self.pool.v_buffers[layer_id]
-        self.store_kv_cache(k_buf, v_buf, md.write_loc, k, v)
+        q = self.rope_store_kv(q, k, v, rope.cos, rope.sin, positions, k_buf, v_buf, md.write_loc)
         return self.paged_attention(q, k_buf, v_buf, md.page_table, md.row_seq, md.row_kv_len,
                                     md.row_mask_start, md.row_mask_offset, md.custom_mask,
                                     self.page_size, self.sm_scale)
@@ -65,7 +70,7 @@ class TorchAttnBackend(AttentionBackend):
 
 class TritonAttnBackend(AttentionBackend):
     paged_attention = staticmethod(kernels.paged_attention)
-    store_kv_cache = staticmethod(kernels.store_kv_cache)
+    rope_store_kv = staticmethod(kernels.rope_store_kv)
 
 
 BACKENDS = {"torch": TorchAttnBackend, "triton": TritonAttnBackend}

@@ -25,11 +25,6 @@ class AttentionMetadata:
     row_mask_offset: torch.Tensor  # [N] int64: -1 = no mask
     custom_mask: torch.Tensor      # bool
 
-    def copy_(self, other: "AttentionMetadata") -> None:
-        """Fill static buffers (graph replay) from freshly built metadata of the same shapes."""
-        for name in self.__dataclass_fields__:
-            getattr(self, name).copy_(getattr(other, name))
-
 
 def request_page_table(req_to_token: torch.Tensor, req_pool_indices: torch.Tensor,
                        page_size: int) -> torch.Tensor:

@@ -70,8 +70,7 @@ def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], cont
                          max_batch=max(batch_sizes), max_context=context + steps + 8)
         runners = {"eager": eng.rounds, "graph": RoundRunner(eng, True, batch_sizes, False)}
         # The peer runs 1 + max(warmup - 1, 2) + iters steps from position `context`.
-        dec, step = compiled_step(eng.target, max(batch_sizes), context + max(warmup, 3) + iters + 1,
-                                  compile_mode)
+        peer_seq = context + max(warmup, 3) + iters + 1
         for bs in batch_sizes:
             wb, kb = weight_bytes(eng.target, bs), kv_bytes(eng.cfg, bs * kv_tokens, eng.dtype)
             floor_ms = (wb + kb) / bw["bytes_per_s"] * 1e3
@@ -83,14 +82,17 @@ def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], cont
                 rows.append(_row(model, bs, impl, ms, floor_ms, **common))
             impl = "compile" if compile_mode != "none" else "dense"  # "dense": uncompiled
             try:
+                dec, step = compiled_step(eng.target, bs, peer_seq, compile_mode)
                 ms, first_s = _compiled_ms(step, bs, context, device, iters, warmup)
                 rows.append(_row(model, bs, impl, ms, floor_ms, compile_mode=compile_mode,
                                  first_call_s=first_s, cudagraph_skips=_cudagraph_skips(), **common))
             except Exception as exc:  # a peer that fails to compile is a result, not a crash
                 rows.append(_row(model, bs, impl, None, floor_ms, compile_mode=compile_mode,
                                  error=f"{type(exc).__name__}: {exc}"[:2000], **common))
-        del eng, runners, dec, step
-        torch._dynamo.reset()  # drops compiled code and cudagraph pools holding this model
+            dec = step = None
+            torch._dynamo.reset()  # drops compiled code and the cudagraph pool holding its caches
+            free(device)
+        del eng, runners
         free(device)
     extra = {"copy_bandwidth": bw, "floor_convention": FLOOR_CONVENTION, "context": context,
              "iters": iters, "warmup": warmup, "dtype": dtype, "statistic": "median of iters"}

@@ -88,7 +88,24 @@ def harness(doc, plt):
     return fig
 
 
-PLOTS = {"decode": decode, "spec": spec, "graphs": graphs, "harness": harness}
+def profile(doc, plt):
+    """Per profiled step: GPU busy time (kernels) and the rest of the wall time (launch gaps,
+    host work), stacked."""
+    rows = doc["results"]
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(rows)), 4.5))
+    labels = [f"{r['model']}\nbs{r['bs']}\n{r['what']}" for r in rows]
+    busy = [r["gpu_busy_ms_per_step"] for r in rows]
+    ax.bar(labels, busy, label="GPU busy (kernels)")
+    ax.bar(labels, [max(0.0, r["step_ms"] - b) for r, b in zip(rows, busy)], bottom=busy,
+           label="gaps and host")
+    ax.set(yscale="log", ylabel="ms per step")
+    ax.tick_params(axis="x", labelsize=6)
+    ax.legend(fontsize=8)
+    _title(ax, doc, "profile")
+    return fig
+
+
+PLOTS = {"decode": decode, "spec": spec, "graphs": graphs, "harness": harness, "profile": profile}
 
 
 def plot(doc: dict, png: str) -> None:

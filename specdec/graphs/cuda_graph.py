@@ -1,6 +1,7 @@
 """Graphs on CUDA: torch.cuda.CUDAGraph captured into one shared memory pool."""
 from __future__ import annotations
 
+import contextlib
 import gc
 
 import torch
@@ -9,27 +10,24 @@ from specdec.graphs.standin import CPUGraph
 
 
 class CudaGraph:
-    def __init__(self, pool) -> None:
+    def __init__(self, pool, stream: torch.cuda.Stream) -> None:
         self.graph = torch.cuda.CUDAGraph()
         self.pool = pool
+        self.stream = stream
 
     def capture(self, fn):
-        # Warm up on a side stream (lazy init, autotuning, allocator) before capturing.
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
+        # Warm up (lazy init, Triton compiles, allocator) and capture on one side stream.
+        # capture_begin directly, not `torch.cuda.graph`: that one synchronizes and empties
+        # the allocator's cache before every capture, which dominated engine start-up.
+        self.stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.stream):
             fn()
-        torch.cuda.current_stream().wait_stream(stream)
-        # A CUDAGraph of an engine that is now garbage must not be destroyed mid-capture (its
-        # reset is not permitted while a stream captures, and invalidates this capture): collect
-        # first, and keep the collector off until the capture ends.
-        gc.collect()
-        gc.disable()
-        try:
-            with torch.cuda.graph(self.graph, pool=self.pool):
+            self.graph.capture_begin(pool=self.pool)
+            try:
                 out = fn()
-        finally:
-            gc.enable()
+            finally:
+                self.graph.capture_end()
+        torch.cuda.current_stream().wait_stream(self.stream)
         return out
 
     def replay(self) -> None:
@@ -41,7 +39,25 @@ class GraphFactory:
 
     def __init__(self, device: torch.device) -> None:
         self.device = device
-        self.pool = torch.cuda.graph_pool_handle() if device.type == "cuda" else None
+        cuda = device.type == "cuda"
+        self.pool = torch.cuda.graph_pool_handle() if cuda else None
+        self.stream = torch.cuda.Stream(device) if cuda else None
+
+    @contextlib.contextmanager
+    def capturing(self):
+        """Around a batch of captures. A CUDAGraph of an engine that is now garbage must not
+        be destroyed mid-capture (its reset is not permitted while a stream captures, and
+        invalidates this capture): collect once first, and keep the collector off until the
+        captures end."""
+        if self.device.type != "cuda":
+            yield
+            return
+        gc.collect()
+        gc.disable()
+        try:
+            yield
+        finally:
+            gc.enable()
 
     def make(self):
-        return CudaGraph(self.pool) if self.device.type == "cuda" else CPUGraph()
+        return CudaGraph(self.pool, self.stream) if self.device.type == "cuda" else CPUGraph()

@@ -3,7 +3,9 @@
 A phase (specdec/spec/phases.py) declares its inputs and a forward function over a dict of
 buffers. The runner pads live inputs to a bucket size (conventions section 8), and either
 replays the captured graph of that bucket or runs the phase eagerly; in batch-invariant eager
-mode the eager path pads to the same buckets, so both run identical shapes.
+mode the eager path pads to the same buckets, so both run identical shapes. What a phase can
+derive on the device from its inputs (write slots from req_to_token, say) it derives in
+`prepare`, which runs inside the capture: replays then do no host work for it.
 """
 from __future__ import annotations
 
@@ -16,6 +18,10 @@ from specdec.graphs.cuda_graph import GraphFactory
 
 DEFAULT_BUCKETS = list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 161, 16))
 SEQ_LEN_FILL = 1  # padded requests' seq_len: a one-token context reading reserved slot 0
+# What the graph_pad_stale_positions fault leaves stale in padded rows: positions, and the
+# inputs that write slots derive from (phases derive their slots on the device, `prepare`).
+_STALE_UNDER_FAULT = ("positions", "out_cache_loc", "req_pool_indices", "seq_lens",
+                      "kv_prefix_lens")
 
 
 @dataclass(frozen=True)
@@ -48,7 +54,7 @@ def pad_inputs(specs: dict[str, InputSpec], live: dict[str, torch.Tensor], bs: i
         else:
             dst = out[name][:n_all]
             mark = dirty.get(name, 0) if dirty is not None else n_all
-            if n_live < min(mark, n_all) and not (name in ("positions", "out_cache_loc")
+            if n_live < min(mark, n_all) and not (name in _STALE_UNDER_FAULT
                                                   and faults.on("graph_pad_stale_positions")):
                 dst[n_live:min(mark, n_all)].fill_(spec.pad)
             if dirty is not None:  # rows past n_all that an earlier, larger batch wrote stay dirty
@@ -76,15 +82,26 @@ class PhaseRunner:
         top = self.buckets[-1]
         self.static = {n: torch.zeros((top * s.per_req, *s.tail), dtype=s.dtype, device=self.device)
                        for n, s in self.phase.inputs.items()}
-        for size in reversed(self.buckets):  # largest first: smaller graphs reuse its pool
-            empty = {n: torch.empty((0, *s.tail), dtype=s.dtype, device=self.device)
-                     for n, s in self.phase.inputs.items()}
-            views = pad_inputs(self.phase.inputs, empty, 0, size, self.static)  # all pad
-            views.update(self.phase.extra_static(size, self.static))
+        with factory.capturing():
+            for size in reversed(self.buckets):  # largest first: smaller graphs reuse its pool
+                self._capture(factory, size)
+
+    def _capture(self, factory: GraphFactory, size: int) -> None:
+        empty = {n: torch.empty((0, *s.tail), dtype=s.dtype, device=self.device)
+                 for n, s in self.phase.inputs.items()}
+        views = pad_inputs(self.phase.inputs, empty, 0, size, self.static)  # all pad
+        views.update(self.phase.extra_static(size, self.static))
+
+        def body():
+            # Derived inputs and metadata are built inside the graph from the static inputs:
+            # every replay rebuilds them on the device, with no host work and no copy.
+            views.update(self.phase.prepare(views, size))
             md = self.phase.capture_metadata(views, size)
-            graph = factory.make()
-            self.outputs[size] = graph.capture(lambda: self.phase.forward(views, size, md))
-            self.graphs[size], self.metadata[size], self.views[size] = graph, md, views
+            return self.phase.forward(views, size, md), md
+
+        graph = factory.make()
+        self.outputs[size], self.metadata[size] = graph.capture(body)
+        self.graphs[size], self.views[size] = graph, views
 
     def can_run(self, bs: int) -> bool:
         return bool(self.graphs) and bs <= self.buckets[-1]
@@ -100,6 +117,8 @@ class PhaseRunner:
             size = self.bucket(bs)
             views = pad_inputs(self.phase.inputs, live, bs, size, self.static, self.dirty)
             views.update(self.phase.load_extra(live, bs, size, self.views[size]))
+            for name, t in self.views[size].items():  # what `prepare` derived in the capture
+                views.setdefault(name, t)
             self.phase.replay_metadata(views, size, self.metadata[size])
             self.graphs[size].replay()
             outs = self.outputs[size]
@@ -108,5 +127,6 @@ class PhaseRunner:
             size = self.bucket(bs) if self.batch_invariant and bs <= max(self.buckets, default=0) else bs
             views = pad_inputs(self.phase.inputs, live, bs, size)
             views.update(self.phase.load_extra(live, bs, size, None))
+            views.update(self.phase.prepare(views, size))
             outs = self.phase.forward(views, size, None, bs)
         return self.phase.slice_outputs(outs, bs)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+from specdec.host import to_device
 from specdec.memory.allocator import PageAllocator
 from specdec.memory.req_pool import ReqToTokenPool
 from specdec.request import Req
@@ -55,8 +56,8 @@ class MemoryManager:
             rows.append(r.row)
             slots.extend(p * ps + o for p in new for o in range(ps))
         if rows:
-            t = lambda x: torch.tensor(x, dtype=torch.int64, device=self.device)  # noqa: E731
-            self.k.assign_req_to_token_pool(t(rows), self.req_to_token, t(starts), t(stops), t(slots))
+            rows_t, starts_t, stops_t, slots_t = to_device(self.device, rows, starts, stops, slots)
+            self.k.assign_req_to_token_pool(rows_t, self.req_to_token, starts_t, stops_t, slots_t)
 
     def shrink(self, req: Req, keep: int) -> None:
         """Free whole pages lying past position `keep` (exclusive)."""

@@ -34,8 +34,10 @@ class EagleHead(nn.Module):
         embed = target.embed_tokens if self.embed_tokens is None else self.embed_tokens
         emb = embed(fb.input_ids)
         x = self.fc(torch.cat([emb, fb.hidden_states.to(emb.dtype)], dim=-1))
+        residual = None
         for layer in self.layers:
-            x = layer(x, fb.positions, self.rope, fb, backend)
+            x, residual = layer(x, residual, fb.positions, self.rope, fb, backend)
+        x = x + residual  # the head's hidden state: its layer's output stream, no final norm
         return target.compute_logits(x if logit_rows is None else x[logit_rows]), x
 
     @torch.no_grad()

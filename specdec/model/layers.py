@@ -1,4 +1,9 @@
-"""Llama building blocks: RMSNorm, rotary embedding, SwiGLU MLP."""
+"""Llama building blocks: RMSNorm, rotary embedding, SwiGLU MLP.
+
+Elementwise work runs in fused Triton kernels on CUDA and in their torch references
+elsewhere (the CPU tier), as SGLang's CustomOp picks forward_cuda or forward_native: same
+signatures, same results within rounding (kernels/ tests each pair).
+"""
 from __future__ import annotations
 
 import math
@@ -7,6 +12,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from kernels.activation import silu_mul, silu_mul_ref
+from kernels.norm import rms_norm, rms_norm_ref
+
+
+def on_device(x: torch.Tensor, triton_fn, ref_fn):
+    """The Triton kernel for CUDA tensors, the torch reference otherwise."""
+    return triton_fn if x.is_cuda else ref_fn
+
 
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float) -> None:
@@ -14,15 +27,38 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
         self.eps = eps
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Normalise in fp32 and scale in the input dtype, as transformers' LlamaRMSNorm does.
-        xf = x.float()
-        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * xf.to(x.dtype)
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None):
+        """norm(x); with `residual`, (norm(x + residual), x + residual) in one pass: the
+        residual add of a layer fused into the next norm. Normalised in fp32, scaled in the
+        input dtype, as transformers' LlamaRMSNorm does (kernels/norm.py)."""
+        return on_device(x, rms_norm, rms_norm_ref)(x, self.weight, self.eps, residual)
+
+
+def fuse_linears(*linears: nn.Linear) -> torch.Tensor:
+    """One [sum(out), in] weight for projections of the same input, so one GEMM reads them all.
+    Each Linear keeps its own parameter (names, state_dict, loading unchanged), now a view of
+    the fused tensor: in-place writes to either stay visible to both."""
+    fused = torch.cat([lin.weight.detach() for lin in linears], 0)
+    start = 0
+    for lin in linears:
+        n = lin.weight.shape[0]
+        lin.weight.data = fused[start:start + n]
+        start += n
+    return fused
+
+
+def fused_weight(fused: torch.Tensor | None, first: nn.Linear) -> torch.Tensor | None:
+    """`fused` if the Linears still view it (a later `.to()` gives them new storage: then
+    None, and the caller runs the projections one by one)."""
+    if fused is not None and first.weight.data_ptr() == fused.data_ptr() \
+            and first.weight.device == fused.device:
+        return fused
+    return None
 
 
 class RotaryEmbedding(nn.Module):
-    """cos/sin tables for every position, indexed by the batch's positions tensor."""
+    """cos/sin tables for every position. The attention backend rotates q and k at the batch's
+    positions, fused with the KV store (kernels/rope.py)."""
 
     def __init__(self, head_dim: int, max_position: int, theta: float,
                  inv_freq: torch.Tensor | None = None) -> None:
@@ -40,12 +76,6 @@ class RotaryEmbedding(nn.Module):
         """The tables a ModelConfig asks for: its theta, its rope_scaling (llama3, linear)."""
         return cls(cfg.head_dim, cfg.max_position, cfg.rope_theta,
                    rope_inv_freq(cfg.head_dim, cfg.rope_theta, cfg.rope_scaling))
-
-    def forward(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
-        """q [N, Hq, D], k [N, Hkv, D] rotated at positions [N]; returns tensors in q's dtype."""
-        cos = self.cos[positions].unsqueeze(1)
-        sin = self.sin[positions].unsqueeze(1)
-        return _rotate(q, cos, sin), _rotate(k, cos, sin)
 
 
 ROPE_TYPES = ("default", "linear", "llama3")
@@ -73,19 +103,22 @@ def rope_inv_freq(head_dim: int, theta: float, scaling: dict | None) -> torch.Te
                      f"{list(ROPE_TYPES)}")
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    xf = x.float()
-    half = xf.shape[-1] // 2
-    rotated = torch.cat([-xf[..., half:], xf[..., :half]], dim=-1)
-    return (xf * cos + rotated * sin).to(x.dtype)
-
-
 class MLP(nn.Module):
     def __init__(self, hidden: int, intermediate: int) -> None:
         super().__init__()
         self.gate_proj = nn.Linear(hidden, intermediate, bias=False)
         self.up_proj = nn.Linear(hidden, intermediate, bias=False)
         self.down_proj = nn.Linear(intermediate, hidden, bias=False)
+        self.gate_up_weight: torch.Tensor | None = None  # fuse_weights(): [2I, H]
+
+    def fuse_weights(self) -> None:
+        if fused_weight(self.gate_up_weight, self.gate_proj) is None:
+            self.gate_up_weight = fuse_linears(self.gate_proj, self.up_proj)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        w = fused_weight(self.gate_up_weight, self.gate_proj)
+        if w is None:
+            gate_up = torch.cat([self.gate_proj(x), self.up_proj(x)], dim=-1)
+        else:
+            gate_up = F.linear(x, w)
+        return self.down_proj(on_device(x, silu_mul, silu_mul_ref)(gate_up))

@@ -9,7 +9,7 @@ from torch import nn
 
 from specdec.attention.forward_batch import ForwardBatch
 from specdec.config import ModelConfig
-from specdec.model.layers import MLP, RMSNorm, RotaryEmbedding
+from specdec.model.layers import MLP, RMSNorm, RotaryEmbedding, fuse_linears, fused_weight
 
 
 class Attention(nn.Module):
@@ -21,15 +21,24 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(cfg.hidden_size, cfg.num_kv_heads * cfg.head_dim, bias=False)
         self.v_proj = nn.Linear(cfg.hidden_size, cfg.num_kv_heads * cfg.head_dim, bias=False)
         self.o_proj = nn.Linear(cfg.num_heads * cfg.head_dim, cfg.hidden_size, bias=False)
+        self.qkv_weight: torch.Tensor | None = None  # fuse_weights(): [(Hq + 2 Hkv) D, H]
+
+    def fuse_weights(self) -> None:
+        if fused_weight(self.qkv_weight, self.q_proj) is None:
+            self.qkv_weight = fuse_linears(self.q_proj, self.k_proj, self.v_proj)
 
     def forward(self, x: torch.Tensor, positions: torch.Tensor, rope: RotaryEmbedding,
                 fb: ForwardBatch, backend) -> torch.Tensor:
-        n = x.shape[0]
-        q = self.q_proj(x).view(n, self.num_heads, self.head_dim)
-        k = self.k_proj(x).view(n, self.num_kv_heads, self.head_dim)
-        v = self.v_proj(x).view(n, self.num_kv_heads, self.head_dim)
-        q, k = rope(positions, q, k)
-        out = backend.forward(q, k, v, self.layer_id, fb)
+        n, d = x.shape[0], self.head_dim
+        w = fused_weight(self.qkv_weight, self.q_proj)
+        qkv = (F.linear(x, w) if w is not None else
+               torch.cat([self.q_proj(x), self.k_proj(x), self.v_proj(x)], dim=-1))
+        nq, nkv = self.num_heads * d, self.num_kv_heads * d
+        q = qkv[:, :nq].view(n, self.num_heads, d)
+        k = qkv[:, nq:nq + nkv].view(n, self.num_kv_heads, d)
+        v = qkv[:, nq + nkv:].view(n, self.num_kv_heads, d)
+        # The backend rotates q and k at `positions` (fused with the KV store) and attends.
+        out = backend.forward(q, k, v, self.layer_id, fb, rope, positions)
         return self.o_proj(out.reshape(n, -1))
 
 
@@ -37,14 +46,34 @@ class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig, layer_id: int, input_norm: bool = True) -> None:
         super().__init__()
         # The EAGLE head's only layer has no input norm (its input is the fc output).
-        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps) if input_norm else nn.Identity()
+        self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps) if input_norm else None
         self.self_attn = Attention(cfg, layer_id)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size)
 
-    def forward(self, x, positions, rope, fb, backend):
-        h = x + self.self_attn(self.input_layernorm(x), positions, rope, fb, backend)
-        return h + self.mlp(self.post_attention_layernorm(h))
+    def forward(self, x, residual, positions, rope, fb, backend):
+        """The residual stream is `x + residual` (residual None: just x, the first layer).
+        Returns (this layer's MLP output, the stream before it): each add is fused into the
+        norm that follows it, here or in the next layer (or the model's final norm)."""
+        if self.input_layernorm is None:
+            residual = x if residual is None else x + residual
+            h = residual
+        elif residual is None:
+            residual, h = x, self.input_layernorm(x)
+        else:
+            h, residual = self.input_layernorm(x, residual)
+        h = self.self_attn(h, positions, rope, fb, backend)
+        h, residual = self.post_attention_layernorm(h, residual)
+        return self.mlp(h), residual
+
+
+def fuse_weights(module: nn.Module) -> nn.Module:
+    """Fuse q/k/v and gate/up projections of every layer in `module` (one GEMM each). Call it
+    once the weights are on their device, in their dtype, with their values."""
+    for m in module.modules():
+        if isinstance(m, (Attention, MLP)):
+            m.fuse_weights()
+    return module
 
 
 def init_weights(module: nn.Module, seed: int, head_scale: float = 4.0) -> None:
@@ -86,8 +115,8 @@ class LlamaModel(nn.Module):
         return F.linear(h, self.lm_head_weight).float()
 
     def forward(self, fb: ForwardBatch, backend, logit_rows: torch.Tensor | None = None):
-        x = self.embed_tokens(fb.input_ids)
+        x, residual = self.embed_tokens(fb.input_ids), None
         for layer in self.layers:
-            x = layer(x, fb.positions, self.rope, fb, backend)
-        h = self.norm(x)
+            x, residual = layer(x, residual, fb.positions, self.rope, fb, backend)
+        h, _ = self.norm(x, residual)
         return self.compute_logits(h if logit_rows is None else h[logit_rows]), h

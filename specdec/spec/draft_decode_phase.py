@@ -1,5 +1,6 @@
-"""The multi-step draft decode as one phase: all num_steps - 1 forwards with their top-k
-selection, the true-ancestry KV copies and organize_draft_results, in one graph."""
+"""The multi-step draft decode as one phase: the draft write slots and prefix-tail copies, the
+carried state's gather, all num_steps - 1 forwards with their top-k selection, the
+true-ancestry KV copies and organize_draft_results, in one graph."""
 from __future__ import annotations
 
 import torch
@@ -15,19 +16,37 @@ from specdec.spec.select import fast_topk, organize_draft_results, parent_branch
 class DraftDecodePhase(Phase):
     def __init__(self, engine) -> None:
         super().__init__(engine)
-        spec, h = engine.spec, engine.drafter.cfg.hidden_size
+        spec = engine.spec
         self.topk, self.steps = spec.topk, spec.num_steps
         self.inputs = {
             "req_pool_indices": InputSpec(1), "seq_lens": InputSpec(1, pad=SEQ_LEN_FILL),
-            "kv_prefix_lens": InputSpec(1, pad=SEQ_LEN_FILL),
-            "out_cache_loc": InputSpec(self.topk * self.steps), "positions": InputSpec(self.topk),
-            "topk_p": InputSpec(1, (self.topk,), torch.float32),
-            "topk_index": InputSpec(1, (self.topk,)),
-            "hidden": InputSpec(1, (h,), engine.dtype)}
+            "kv_prefix_lens": InputSpec(1, pad=SEQ_LEN_FILL), "positions": InputSpec(self.topk)}
 
     @property
     def e_backend(self):
         return self.e.draft_backend
+
+    def prepare(self, v, size):
+        """Draft write slots (layout [bs, topk, num_steps], conventions section 4) with each
+        branch's copy of the prefix tail, and the carried state of each request row (zero on
+        padded requests, section 8)."""
+        topk, steps, ps = self.topk, self.steps, self.e.page_size
+        rows, dev = v["req_pool_indices"], self.e.device
+        out_cache_loc = torch.empty(size * topk * steps, dtype=torch.int64, device=dev)
+        n_copy = size * (topk - 1) * (ps - 1)
+        src = torch.empty(n_copy, dtype=torch.int64, device=dev)
+        tgt = torch.empty(n_copy, dtype=torch.int64, device=dev)
+        self.e.kernels.assign_draft_cache_locs(rows, self.e.req_to_token, v["kv_prefix_lens"],
+                                               out_cache_loc, src, tgt, topk, steps, ps)
+        if n_copy and not faults.on("page_tail_not_duplicated"):
+            # Page-granular readers see a branch's first page whole: give every branch its
+            # own copy of the prefix tail (conventions section 4).
+            self.e.kernels.move_kv_cache(self.e_backend.pool.buffers, tgt, src)
+        state, real = self.e.draft_state, (rows > 0)[:, None]  # row 0: reserved, padding
+        return {"out_cache_loc": out_cache_loc,
+                "topk_p": torch.where(real, state.topk_p[rows], 0.0),
+                "topk_index": torch.where(real, state.topk_index[rows], 0),
+                "hidden": torch.where(real, state.hidden[rows], 0.0)}
 
     def batch(self, v, size, step: int, input_ids=None, hidden=None):
         if input_ids is None:  # metadata does not read tokens: any ids of the right count
@@ -78,8 +97,8 @@ class DraftDecodePhase(Phase):
         parent_list, top_scores_index, draft_tokens = organize_draft_results(
             score_list, token_list, parents_list, self.e.spec.ndt)
         return {"parent_list": parent_list, "top_scores_index": top_scores_index,
-                "draft_tokens": draft_tokens, "step_ids": step_ids, "step_pos": step_pos,
-                "step_logits": step_logits}
+                "draft_tokens": draft_tokens, "out_cache_loc": v["out_cache_loc"],
+                "step_ids": step_ids, "step_pos": step_pos, "step_logits": step_logits}
 
     def _follow_ancestry(self, per_step, parents, i: int, size: int) -> None:
         """Before forward i, a re-parented branch k takes over its parent branch's draft KV for
@@ -97,8 +116,8 @@ class DraftDecodePhase(Phase):
             self.e.recorder.on_forward(fb, outs["step_logits"][i], None, graph=True)
 
     def slice_outputs(self, outs, bs):
-        k = self.topk
+        n = bs * self.topk * self.steps
         return {"parent_list": outs["parent_list"][:bs].clone(),
                 "top_scores_index": outs["top_scores_index"][:bs].clone(),
                 "draft_tokens": outs["draft_tokens"][:bs].clone(),
-                "step_logits": [x[:bs * k].clone() for x in outs["step_logits"]]}
+                "out_cache_loc": outs["out_cache_loc"][:n].clone()}

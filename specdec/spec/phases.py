@@ -2,7 +2,8 @@
 
 The same `forward` runs eagerly (md=None: metadata initialised per forward on the batch as it
 runs) and inside graph capture (md: static metadata refilled at every replay by the
-backend's replay entry point). Nothing here syncs with the host.
+backend's replay entry point). Nothing here syncs with the host. Write slots that follow from
+req_to_token are derived in `prepare` (inside the capture), not handed in as inputs.
 """
 from __future__ import annotations
 
@@ -29,6 +30,16 @@ def _run(model, backend, fb, md, recorder, logit_rows=None, num_padded: int = 0,
     return logits, hidden
 
 
+def extend_slots(engine, req_pool_indices, start, width: int) -> torch.Tensor:
+    """Slots of positions start .. start+width-1 of each request, request-major: where a
+    forward of `width` rows per request writes its KV. Padded requests (reserved row 0) get
+    reserved slot 0."""
+    loc = torch.empty(req_pool_indices.shape[0] * width, dtype=torch.int64, device=engine.device)
+    engine.kernels.assign_extend_cache_locs(req_pool_indices, engine.req_to_token, start,
+                                            start + width, loc)
+    return loc
+
+
 class Phase:
     inputs: dict[str, InputSpec] = {}
     recorded_hidden = "hidden"  # which output the trace records as the forward's hidden states
@@ -40,6 +51,10 @@ class Phase:
         return {}
 
     def load_extra(self, live, bs, size, static_views):
+        return {}
+
+    def prepare(self, views, size) -> dict:
+        """Inputs derived on the device from the padded inputs (captured with the forward)."""
         return {}
 
     def capture_metadata(self, views, size):
@@ -59,12 +74,15 @@ class Phase:
 class DecodePhase(Phase):
     """Plain decode (the spec=None baseline): one row per request."""
 
-    inputs = {"input_ids": InputSpec(1), "positions": InputSpec(1), "out_cache_loc": InputSpec(1),
+    inputs = {"input_ids": InputSpec(1), "positions": InputSpec(1),
               "req_pool_indices": InputSpec(1), "seq_lens": InputSpec(1, pad=SEQ_LEN_FILL)}
 
     @property
     def e_backend(self):
         return self.e.target_backend
+
+    def prepare(self, v, size):
+        return {"out_cache_loc": extend_slots(self.e, v["req_pool_indices"], v["seq_lens"], 1)}
 
     def batch(self, v, size):
         return ForwardBatch(ForwardMode.DECODE, v["input_ids"], v["positions"], v["out_cache_loc"],
@@ -87,13 +105,17 @@ class VerifyPhase(Phase):
         super().__init__(engine)
         ndt = engine.spec.ndt
         self.inputs = {"input_ids": InputSpec(ndt), "positions": InputSpec(ndt),
-                       "out_cache_loc": InputSpec(ndt), "req_pool_indices": InputSpec(1),
-                       "seq_lens": InputSpec(1, pad=SEQ_LEN_FILL)}
+                       "req_pool_indices": InputSpec(1), "seq_lens": InputSpec(1, pad=SEQ_LEN_FILL)}
         self.seq_lens_sum = 0
 
     @property
     def e_backend(self):
         return self.e.target_backend
+
+    def prepare(self, v, size):
+        """Verify writes node t of request b at req_to_token[b, seq_len + t]."""
+        return {"out_cache_loc": extend_slots(self.e, v["req_pool_indices"], v["seq_lens"],
+                                              self.e.spec.ndt)}
 
     def extra_static(self, size, static):
         self.seq_lens_sum = size * SEQ_LEN_FILL  # capture runs on padding only
@@ -146,25 +168,38 @@ class VerifyPhase(Phase):
 
 
 class DraftExtendPhase(Phase):
-    """Draft extend after decode: ndt rows per request; row accept_lens-1 gives the next
-    round's candidates and hidden state."""
+    """Draft extend after decode: ndt rows per request over the compacted accepted path at
+    positions prefix .. prefix+ndt-1; row accept_lens-1 gives the next round's candidates and
+    hidden state, which the forward stores in the draft state pool (by request row)."""
 
     recorded_hidden = None  # the graph keeps only the selected rows' hidden states
 
     def __init__(self, engine) -> None:
         super().__init__(engine)
         # "hidden" is the target's verify output (the EAGLE input); a standalone draft's own
-        # hidden size may differ from it.
+        # hidden size may differ from it. accept_lens pads to 0: a real request accepts >= 1.
         ndt, h = engine.spec.ndt, engine.cfg.hidden_size
-        self.inputs = {"input_ids": InputSpec(ndt), "positions": InputSpec(ndt),
-                       "out_cache_loc": InputSpec(ndt), "hidden": InputSpec(ndt, (h,), engine.dtype),
+        self.inputs = {"input_ids": InputSpec(ndt), "hidden": InputSpec(ndt, (h,), engine.dtype),
                        "req_pool_indices": InputSpec(1), "seq_lens": InputSpec(1, pad=SEQ_LEN_FILL),
                        "kv_prefix_lens": InputSpec(1, pad=SEQ_LEN_FILL),
-                       "accept_lens": InputSpec(1, pad=1)}
+                       "accept_lens": InputSpec(1, pad=0)}
 
     @property
     def e_backend(self):
         return self.e.draft_backend
+
+    def prepare(self, v, size):
+        """Positions prefix + j (0 on padded requests, section 8); rows past accept_lens (and
+        padded ones) write reserved slot 0."""
+        ndt, rows = self.e.spec.ndt, v["req_pool_indices"]
+        j = torch.arange(ndt, device=self.e.device)[None, :]
+        real = (rows > 0)[:, None]  # row 0 is the reserved request row of padding
+        pos = torch.where(real, v["kv_prefix_lens"][:, None] + j, 0)
+        slots = extend_slots(self.e, rows, v["kv_prefix_lens"], ndt).view(size, ndt)
+        loc = torch.where(j < v["accept_lens"][:, None], slots, 0)
+        if faults.on("stale_draft_kv_after_accept"):
+            loc = torch.zeros_like(loc)  # the historical bug: accepted tokens' draft KV not rewritten
+        return {"positions": pos.reshape(-1), "out_cache_loc": loc.reshape(-1)}
 
     def batch(self, v, size):
         return ForwardBatch(ForwardMode.DRAFT_EXTEND, v["input_ids"], v["positions"],
@@ -176,11 +211,15 @@ class DraftExtendPhase(Phase):
         width = self.e.spec.ndt
         if md is not None and faults.on("draft_extend_width_steps_plus_one"):
             width = self.e.spec.num_steps + 1  # the historical bug: the graph's row stride
-        rows = torch.arange(size, device=self.e.device) * width + v["accept_lens"] - 1
+        last = (v["accept_lens"] - 1).clamp(min=0)  # padded requests: their row 0
+        rows = torch.arange(size, device=self.e.device) * width + last
         logits, hidden = _run(self.e.drafter, self.e_backend, self.batch(v, size), md,
                               self.e.recorder, rows, size - (bs or size))
         topk_p, topk_index = fast_topk(torch.softmax(logits, dim=-1), self.e.spec.topk)
-        return {"logits": logits, "topk_p": topk_p, "topk_index": topk_index, "hidden": hidden[rows]}
+        outs = {"logits": logits, "topk_p": topk_p, "topk_index": topk_index, "hidden": hidden[rows]}
+        # Padded requests store into reserved row 0, which draft decode never reads.
+        self.e.draft_state.store(v["req_pool_indices"], outs["hidden"], topk_p, topk_index)
+        return outs
 
     def slice_outputs(self, outs, bs):
-        return {k: v[:bs].clone() for k, v in outs.items()}
+        return {}  # the forward stored what the next round needs

@@ -42,10 +42,7 @@ class Verifier:
         tree_mask, positions, retrieve_index, next_token, next_sibling, draft_tokens = built
         ndt, steps = self.spec.ndt, self.spec.num_steps
         bs = seq_lens.shape[0]
-        out_cache_loc = torch.empty(bs * ndt, dtype=torch.int64, device=seq_lens.device)
-        self.k.assign_extend_cache_locs(req_pool_indices, self.engine.req_to_token, seq_lens,
-                                        seq_lens + ndt, out_cache_loc)
-        live = {"input_ids": draft_tokens, "positions": positions, "out_cache_loc": out_cache_loc,
+        live = {"input_ids": draft_tokens, "positions": positions,
                 "req_pool_indices": req_pool_indices, "seq_lens": seq_lens,
                 "custom_mask": tree_mask, "seq_lens_sum": seq_lens_sum}
         outs = self.runner.run(live, bs)

@@ -152,6 +152,17 @@ def test_triton_matches_reference(case: Case):
 
 
 @settings(deadline=None)
+@given(case=attention_cases(), num_splits=st.integers(1, 9))
+def test_split_kv_matches_reference(case: Case, num_splits: int):
+    """Split-KV (flash decoding, any split count, empty splits included) == the reference."""
+    out = paged_attention(*case.args(), num_splits=num_splits)
+    ref = paged_attention_ref(*case.args())
+    tol = TOL[case.q.dtype]
+    torch.testing.assert_close(out.float(), ref.float(), atol=tol, rtol=tol)
+    assert (out[case.row_kv_len == 0] == 0).all()
+
+
+@settings(deadline=None)
 @given(case=attention_cases(dtypes=(torch.float32,)))
 def test_reference_matches_naive_loop(case: Case):
     """The vectorized reference equals the per-row float64 statement of docs/kernels.md."""

@@ -109,3 +109,19 @@ def test_move_overlapping_examples(fn, tgt, src):
     fn([buf], tgt_t, src_t)
     assert torch.equal(buf, want)
     assert torch.equal(buf[tgt_t[0]], torch.arange(4.0, device=DEVICE).view(2, 2) + 4 * src[0])
+
+
+@settings(deadline=None)
+@given(case=move_cases(), layers=st.integers(1, 4))
+def test_move_on_pool_views_matches_law(case, layers):
+    """Buffers that are evenly spaced views of one pool tensor (K and V of every layer,
+    moved in one launch) follow the same law; the pool outside the moved rows is untouched."""
+    buffers, tgt, src = case
+    layer_bufs = [buffers[0] + i for i in range(2 * layers)]  # distinct per layer
+    expected = move_law(layer_bufs, tgt, src)
+    for fn in (move_kv_cache, move_kv_cache_ref):
+        pool = torch.stack(layer_bufs).view(2, layers, *layer_bufs[0].shape)
+        views = list(pool[0].unbind(0)) + list(pool[1].unbind(0))
+        fn(views, tgt, src)
+        for got, want in zip(views, expected):
+            assert torch.equal(got, want), fn.__name__
