@@ -144,6 +144,18 @@ class RoundRunner:
                                self.dev)
         res = self.verifier.verify(rows, seq, seq_sum, built, bsamp)
 
+        if pt is not None:
+            pt.mark("accept_compact")
+        # Draft extend after decode: ndt rows per request over the compacted accepted path;
+        # row accept_lens-1 gives the next round's candidates (DraftExtendPhase). Its inputs
+        # are all on the device, so it is queued before the round's one sync: the GPU runs it
+        # while the host waits for the accepted tokens, instead of idling after the sync.
+        self.draft.extend_after_decode({
+            "input_ids": res.predict, "hidden": res.hidden, "req_pool_indices": rows,
+            "seq_lens": seq + res.accept_lens, "kv_prefix_lens": prefix,
+            "accept_lens": res.accept_lens})
+        if pt is not None:
+            pt.mark("draft_extend")
         bs, width = len(reqs), spec.num_steps + 1
         host = torch.cat([res.accept_lens, res.accepted_tokens]).tolist()  # the round's one sync
         accept_lens, flat = host[:bs], host[bs:]
@@ -153,16 +165,6 @@ class RoundRunner:
         for r, a, toks in zip(reqs, accept_lens, accepted):
             r.output.extend(toks[:a])
             r.seq_len += a
-        if pt is not None:
-            pt.mark("accept_compact")
-        # Draft extend after decode: ndt rows per request over the compacted accepted path;
-        # row accept_lens-1 gives the next round's candidates (DraftExtendPhase).
-        self.draft.extend_after_decode({
-            "input_ids": res.predict, "hidden": res.hidden, "req_pool_indices": rows,
-            "seq_lens": seq + res.accept_lens, "kv_prefix_lens": prefix,
-            "accept_lens": res.accept_lens})
-        if pt is not None:
-            pt.mark("draft_extend")
         for r in reqs:
             e.memory.shrink(r, r.seq_len + 1)
         e.stats.rounds += 1

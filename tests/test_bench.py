@@ -31,7 +31,7 @@ def _run(tmp_path, what, *extra):
 def test_bench_decode(tmp_path):
     doc = _run(tmp_path, "decode", "--compile-mode", "none")
     impls = {(r["bs"], r["impl"]) for r in doc["results"]}
-    assert impls == {(b, i) for b in (1, 2) for i in ("eager", "graph", "dense")}
+    assert impls == {(b, i) for b in (1, 2) for i in ("eager", "graph", "graph-replay", "dense")}
     assert all(r["floor_ms"] > 0 and r["ratio"] > 0 for r in doc["results"])
     assert doc["copy_bandwidth"]["bytes_per_s"] > 0 and "convention" in doc["copy_bandwidth"]
 

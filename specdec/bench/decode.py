@@ -28,7 +28,7 @@ def _row(model, bs, impl, ms, floor_ms, **kw) -> dict:
     row = {"model": model, "bs": bs, "impl": impl, "step_ms": ms, "floor_ms": floor_ms,
            "ratio": None if ms is None else ms / floor_ms, **kw}
     shown = "failed: " + kw["error"][:60] if ms is None else f"{ms:8.3f} ms  x{row['ratio']:.2f} floor"
-    print(f"{model:>9} bs={bs:<3} {impl:<8} {shown}", flush=True)
+    print(f"{model:>9} bs={bs:<3} {impl:<12} {shown}", flush=True)
     return row
 
 
@@ -57,6 +57,34 @@ def _cudagraph_skips() -> int:
     return int(counters["inductor"].get("cudagraph_skips", 0))
 
 
+def _replay_row(decode_runner, model, bs, device, iters, warmup, floor_ms, common) -> dict:
+    """The captured step alone, replayed back to back on the inputs the last engine step
+    loaded (it rewrites the same KV slot): the GPU side of "graph", without the host's part
+    of a step (inputs to the device, sampling, the sync that returns the tokens). What the
+    compile peer's figure, which runs with no host round trip, compares with."""
+    graph = decode_runner.graphs[decode_runner.bucket(bs)]
+    ms = median(time_ms(graph.replay, device, iters, warmup))
+    return _row(model, bs, "graph-replay", ms, floor_ms, **common)
+
+
+def _peer_row(eng, model, bs, peer_seq, context, device, iters, warmup, compile_mode,
+              floor_ms, common) -> dict:
+    """The torch.compile peer (or the uncompiled dense step) at batch bs."""
+    impl = "compile" if compile_mode != "none" else "dense"  # "dense": uncompiled
+    try:
+        _, step = compiled_step(eng.target, bs, peer_seq, compile_mode)
+        ms, first_s = _compiled_ms(step, bs, context, device, iters, warmup)
+        row = _row(model, bs, impl, ms, floor_ms, compile_mode=compile_mode,
+                   first_call_s=first_s, cudagraph_skips=_cudagraph_skips(), **common)
+    except Exception as exc:  # a peer that fails to compile is a result, not a crash
+        row = _row(model, bs, impl, None, floor_ms, compile_mode=compile_mode,
+                   error=f"{type(exc).__name__}: {exc}"[:2000], **common)
+    step = None
+    torch._dynamo.reset()  # drops compiled code and the cudagraph pool holding its caches
+    free(device)
+    return row
+
+
 def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], context: int,
         iters: int, warmup: int, compile_mode: str = "reduce-overhead") -> tuple[list[dict], dict]:
     bw = copy_bandwidth(device)
@@ -71,28 +99,29 @@ def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], cont
         runners = {"eager": eng.rounds, "graph": RoundRunner(eng, True, batch_sizes, False)}
         # The peer runs 1 + max(warmup - 1, 2) + iters steps from position `context`.
         peer_seq = context + max(warmup, 3) + iters + 1
+        floors = {}
         for bs in batch_sizes:
             wb, kb = weight_bytes(eng.target, bs), kv_bytes(eng.cfg, bs * kv_tokens, eng.dtype)
-            floor_ms = (wb + kb) / bw["bytes_per_s"] * 1e3
-            common = {"weight_bytes": wb, "kv_bytes": kb, "context": context}
+            floors[bs] = ((wb + kb) / bw["bytes_per_s"] * 1e3,
+                          {"weight_bytes": wb, "kv_bytes": kb, "context": context})
             for impl, runner in runners.items():
                 eng.rounds = runner
+                floor_ms, common = floors[bs]
                 with live_batch(eng, bs, context) as reqs:
                     ms = median(time_ms(lambda r=runner: r.decode_step(reqs), device, iters, warmup))
-                rows.append(_row(model, bs, impl, ms, floor_ms, **common))
-            impl = "compile" if compile_mode != "none" else "dense"  # "dense": uncompiled
-            try:
-                dec, step = compiled_step(eng.target, bs, peer_seq, compile_mode)
-                ms, first_s = _compiled_ms(step, bs, context, device, iters, warmup)
-                rows.append(_row(model, bs, impl, ms, floor_ms, compile_mode=compile_mode,
-                                 first_call_s=first_s, cudagraph_skips=_cudagraph_skips(), **common))
-            except Exception as exc:  # a peer that fails to compile is a result, not a crash
-                rows.append(_row(model, bs, impl, None, floor_ms, compile_mode=compile_mode,
-                                 error=f"{type(exc).__name__}: {exc}"[:2000], **common))
-            dec = step = None
-            torch._dynamo.reset()  # drops compiled code and the cudagraph pool holding its caches
-            free(device)
-        del eng, runners
+                    rows.append(_row(model, bs, impl, ms, floor_ms, **common))
+                    if impl == "graph":
+                        rows.append(_replay_row(runner.decode_runner, model, bs, device, iters,
+                                                warmup, floor_ms, common))
+        # The compile peers run after every graph replay of this engine: inductor's cudagraph
+        # trees clear cuBLAS workspaces around their captures, and our graphs captured GEMMs
+        # that use those workspaces (a replay after that reads freed memory).
+        eng.rounds = runners["eager"]
+        del runners
+        for bs in batch_sizes:
+            rows.append(_peer_row(eng, model, bs, peer_seq, context, device, iters, warmup,
+                                  compile_mode, *floors[bs]))
+        del eng
         free(device)
     extra = {"copy_bandwidth": bw, "floor_convention": FLOOR_CONVENTION, "context": context,
              "iters": iters, "warmup": warmup, "dtype": dtype, "statistic": "median of iters"}

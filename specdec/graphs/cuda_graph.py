@@ -19,6 +19,9 @@ class CudaGraph:
         # Warm up (lazy init, Triton compiles, allocator) and capture on one side stream.
         # capture_begin directly, not `torch.cuda.graph`: that one synchronizes and empties
         # the allocator's cache before every capture, which dominated engine start-up.
+        # The captured GEMMs keep the cuBLAS workspace the warm-up allocated for this stream:
+        # anything that clears cuBLAS workspaces (inductor's cudagraph trees do, around their
+        # captures) must not run while these graphs are replayed (docs/bench.md, decode).
         self.stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(self.stream):
             fn()
