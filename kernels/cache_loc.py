@@ -13,10 +13,9 @@ import kernels._triton_env  # noqa: F401  (must precede `import triton`)
 import triton
 import triton.language as tl
 
+from kernels._scan import SUM_BLOCK, sum_before
+
 _BLOCK = 128
-
-
-_BLOCK_B = 64
 
 
 @triton.jit
@@ -30,16 +29,7 @@ def _packed_copy_kernel(
     start = tl.load(start_ptr + b).to(tl.int64)
     length = tl.load(end_ptr + b).to(tl.int64) - start
     # packed = sum of the lengths of requests 0..b-1 (the exclusive cumsum, per program).
-    offs_b = tl.arange(0, BLOCK_B)
-    packed = tl.sum(tl.zeros([BLOCK_B], tl.int64), 0)
-    i0 = 0
-    while i0 < b:
-        idx = i0 + offs_b
-        before = idx < b
-        lo = tl.load(start_ptr + idx, mask=before, other=0).to(tl.int64)
-        hi = tl.load(end_ptr + idx, mask=before, other=0).to(tl.int64)
-        packed += tl.sum(hi - lo, 0)
-        i0 += BLOCK_B
+    packed = sum_before(end_ptr, b, BLOCK_B) - sum_before(start_ptr, b, BLOCK_B)
     row = r2t_ptr + req * stride_r2t + start
     # A while loop: the Triton 3.6 interpreter cannot take a loaded scalar as a range bound.
     off = 0
@@ -62,7 +52,7 @@ def _packed_copy(req_pool_indices, req_to_token, start_offset, end_offset, out_c
     _packed_copy_kernel[(bs,)](
         req_pool_indices, req_to_token, start_offset, end_offset, out_cache_loc,
         req_to_token.stride(0), req_to_token.shape[1], TO_POOL=to_pool, BLOCK=_BLOCK,
-        BLOCK_B=_BLOCK_B,
+        BLOCK_B=SUM_BLOCK,
     )
 
 

@@ -15,6 +15,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels._scan import SUM_BLOCK, sum_before
+
 FULL_MASK = 0
 QLEN_ONLY = 1
 QLEN_ONLY_BITPACKING = 2
@@ -98,14 +100,7 @@ def _build_tree_kernel(parent_list, sel, seq_lens, tree_mask, positions,
     in_tree = valid[:, None] & (nodes[None, :] < NDT)
     if MODE == 0:  # FULL_MASK: row t has seq_len + NDT columns, tree columns after the prefix
         # This request's block starts after NDT * (seq_len + NDT) entries per earlier request.
-        offs_b = tl.arange(0, BLOCK_B)
-        start = b * NDT * NDT
-        i0 = 0
-        while i0 < b:
-            idx = i0 + offs_b
-            earlier = tl.load(seq_lens + idx, mask=idx < b, other=0).to(tl.int64)
-            start += NDT * tl.sum(earlier, 0)
-            i0 += BLOCK_B
+        start = b * NDT * NDT + NDT * sum_before(seq_lens, b, BLOCK_B)
         offs = start + nodes[:, None].to(tl.int64) * (seq_len + NDT) + seq_len + nodes[None, :]
         tl.store(tree_mask + offs, anc, mask=in_tree)
     elif MODE == 1:  # QLEN_ONLY
@@ -132,7 +127,7 @@ def build_tree_kernel_efficient(bonus_tokens, parent_list, top_scores_index, dra
         _build_tree_kernel[(bs,)](
             pl, top_scores_index.contiguous(), seq_lens.contiguous(), tree_mask,
             positions, r_index, r_next, r_sib, topk, spec_steps, pl_width,
-            NDT=ndt, MODE=tree_mask_mode, BLOCK=max(2, triton.next_power_of_2(ndt)), BLOCK_B=64)
+            NDT=ndt, MODE=tree_mask_mode, BLOCK=max(2, triton.next_power_of_2(ndt)), BLOCK_B=SUM_BLOCK)
     tokens = torch.cat([bonus_tokens.reshape(bs, 1), draft_tokens.reshape(bs, ndt - 1)], 1)
     return tree_mask, positions, r_index, r_next, r_sib, tokens.flatten().to(torch.int64)
 
