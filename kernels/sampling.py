@@ -22,6 +22,7 @@ Sibling scans are bounded by ndt steps (a malformed cyclic list cannot hang the 
 from __future__ import annotations
 
 import kernels._triton_env  # noqa: F401  (must precede the triton import)
+import faultpoints as faults
 import torch
 import triton
 import triton.language as tl
@@ -140,7 +141,6 @@ def tree_speculative_sampling_target_only(predicts, accept_index, accept_token_n
 
 
 def _oov_fault() -> bool:
-    from specdec import faults  # lazy: specdec imports kernels
     return faults.on("recovered_token_out_of_vocab")
 
 
