@@ -102,13 +102,13 @@ def run_configs(drafts=DRAFTS, page_sizes=(1, 2, 4, 16, 64), max_batch: int = 10
     )
 
 
-def long_context_configs(max_batch: int = 3, context: tuple = (130, 300), graphs=(False, True),
+def long_context_configs(max_batch: int = 3, context: tuple = (150, 300), graphs=(False, True),
                          draft_positions=(64, 96), dtypes=("float32",)):
     """Prompts past every RoPE table length the drafter and target carry: the tiny-long
     model's llama3 scaling starts at position 128, the drafter's own config says 64 or 96."""
     lo, hi = context
     return st.builds(
-        lambda shape, n, **kw: RunConfig(*shape, max_prompt_len=n, min_prompt_len=max(1, n - 40),
+        lambda shape, n, **kw: RunConfig(*shape, max_prompt_len=n, min_prompt_len=n - 20,
                                          model="tiny-long", **kw),
         spec_shapes(), st.integers(lo, hi),
         page_size=st.sampled_from((1, 4, 16)),
