@@ -14,9 +14,15 @@ from hypothesis import example, given, settings
 from harness.properties import PROPERTIES
 from harness.sampling_bounds import EXAMPLES as BOUND_EXAMPLES
 from harness.sampling_bounds import prop_sampling_vocab, sampling_bounds_cases
+from harness.sampling_edges import EXAMPLES as EDGE_EXAMPLES
+from harness.sampling_edges import prop_sampling_edges, sampling_edges_cases
 from harness.strategies import RunConfig, run_configs
 
-ALL_PROPERTIES = {**PROPERTIES, "sampling_vocab": prop_sampling_vocab}
+ALL_PROPERTIES = {**PROPERTIES, "sampling_vocab": prop_sampling_vocab,
+                  "sampling_edges": prop_sampling_edges}
+# Kernel-level properties: their own case type, strategy and explicit examples (no engine run).
+KERNEL_PROPERTIES = {"sampling_vocab": (sampling_bounds_cases, BOUND_EXAMPLES),
+                     "sampling_edges": (sampling_edges_cases, EDGE_EXAMPLES)}
 _AXIS_ARG = {"page_size": "page_sizes", "draft": "drafts", "cuda_graph": "graphs"}
 # Found by `harness check` on the GPU: a tree smaller than its depth (ndt < num_steps + 1).
 _FOUND = {"lossless_greedy": (2, 2, 2), "self_draft": (2, 2, 2)}
@@ -36,8 +42,8 @@ class Entry:
         return isinstance(cfg, RunConfig) and all(getattr(cfg, k) == v for k, v in self.axes)
 
     def strategy(self, on_gpu: bool):
-        if self.prop == "sampling_vocab":
-            return sampling_bounds_cases()
+        if self.prop in KERNEL_PROPERTIES:
+            return KERNEL_PROPERTIES[self.prop][0]()
         # The CPU tier draws smaller runs; the GPU tier the full space (harness.md, tiers).
         size = dict(max_batch=10) if on_gpu else dict(max_batch=10, max_prompt_len=24,
                                                        max_new_tokens=16)
@@ -48,9 +54,9 @@ class Entry:
     def examples(self) -> list:
         from cases import CASES
         out = [c.example for c in CASES.values() if c.prop == self.prop
-               and (self.prop == "sampling_vocab" or self.covers(c.example))]
-        if self.prop == "sampling_vocab":
-            out += [e for e in BOUND_EXAMPLES if e not in out]
+               and (self.prop in KERNEL_PROPERTIES or self.covers(c.example))]
+        if self.prop in KERNEL_PROPERTIES:
+            out += [e for e in KERNEL_PROPERTIES[self.prop][1] if e not in out]
         if self.prop in _FOUND:
             page = dict(self.axes).get("page_size", 1)
             draft = dict(self.axes).get("draft", "self")
@@ -80,5 +86,5 @@ def suite() -> list[Entry]:
     out += [Entry("lossless_greedy", (("draft", d), ("page_size", p)), 2)
             for d in ("eagle", "self") for p in (1, 4, 64)]
     out += [Entry("self_draft", (("page_size", p), ("draft", "self"))) for p in (1, 4, 64)]
-    out += [Entry("sampling_vocab")]
+    out += [Entry("sampling_vocab"), Entry("sampling_edges")]
     return out

@@ -11,6 +11,7 @@ from kernels.attention import paged_attention, paged_attention_ref
 from kernels.cache_loc import (assign_draft_cache_locs, assign_draft_cache_locs_ref,
                                assign_extend_cache_locs, assign_extend_cache_locs_ref,
                                assign_req_to_token_pool, assign_req_to_token_pool_ref)
+from kernels.chain_sampling import chain_speculative_sampling, chain_speculative_sampling_ref
 from kernels.kv_move import move_kv_cache, move_kv_cache_ref
 from kernels.kv_store import store_kv_cache, store_kv_cache_ref
 from kernels.norm import rms_norm, rms_norm_ref
@@ -27,6 +28,7 @@ __all__ = [
     "assign_extend_cache_locs", "assign_extend_cache_locs_ref",
     "assign_req_to_token_pool", "assign_req_to_token_pool_ref",
     "build_tree_kernel_efficient", "build_tree_kernel_efficient_ref",
+    "chain_speculative_sampling", "chain_speculative_sampling_ref",
     "move_kv_cache", "move_kv_cache_ref",
     "paged_attention", "paged_attention_ref",
     "rms_norm", "rms_norm_ref", "rope_store_kv", "rope_store_kv_ref",

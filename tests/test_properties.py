@@ -8,7 +8,7 @@ import pytest
 
 from harness.check import repro_command
 from harness.runs import default_device
-from harness.suite import ALL_PROPERTIES, suite
+from harness.suite import ALL_PROPERTIES, KERNEL_PROPERTIES, suite
 
 DEVICE = default_device()
 
@@ -17,7 +17,7 @@ def _check(name: str, cfg) -> None:
     try:
         ALL_PROPERTIES[name](cfg, DEVICE)
     except Exception as exc:
-        if hasattr(cfg, "to_dict") and name != "sampling_vocab":
+        if hasattr(cfg, "to_dict") and name not in KERNEL_PROPERTIES:
             exc.add_note(f"replay: {repro_command(name, cfg, DEVICE)}")
         raise
 
