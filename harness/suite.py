@@ -21,6 +21,8 @@ from harness.properties import PROPERTIES
 from harness.random_streams import StreamConfig, prop_random_streams, stream_configs
 from harness.sampling_bounds import EXAMPLES as BOUND_EXAMPLES
 from harness.sampling_bounds import SamplingBoundsCase, prop_sampling_vocab, sampling_bounds_cases
+from harness.sampling_edges import EXAMPLES as EDGE_EXAMPLES
+from harness.sampling_edges import SamplingEdgesCase, prop_sampling_edges, sampling_edges_cases
 from harness.strategies import RunConfig, long_context_configs, run_configs
 
 _AXIS_ARG = {"page_size": "page_sizes", "draft": "drafts", "cuda_graph": "graphs"}
@@ -57,6 +59,7 @@ class Law:
     prop: Callable
     strategy: Callable  # (on_gpu, fixed axes) -> a Hypothesis strategy of configurations
     config: type = RunConfig
+    examples: tuple = ()  # explicit examples of its own (kernel laws), besides the cases'
 
 
 LAWS: dict[str, Law] = {
@@ -71,7 +74,9 @@ LAWS: dict[str, Law] = {
     "random_streams": Law(prop_random_streams, lambda on_gpu, fixed: stream_configs(),
                           StreamConfig),
     "sampling_vocab": Law(prop_sampling_vocab, lambda on_gpu, fixed: sampling_bounds_cases(),
-                          SamplingBoundsCase),
+                          SamplingBoundsCase, tuple(BOUND_EXAMPLES)),
+    "sampling_edges": Law(prop_sampling_edges, lambda on_gpu, fixed: sampling_edges_cases(),
+                          SamplingEdgesCase, tuple(EDGE_EXAMPLES)),
 }
 ALL_PROPERTIES = {name: law.prop for name, law in LAWS.items()}
 
@@ -96,8 +101,7 @@ class Entry:
     def examples(self) -> list:
         from cases import CASES
         out = [c.example for c in CASES.values() if c.prop == self.prop and self.covers(c.example)]
-        if self.prop == "sampling_vocab":
-            out += [e for e in BOUND_EXAMPLES if e not in out]
+        out += [e for e in LAWS[self.prop].examples if e not in out]
         if self.prop in _FOUND:
             page = dict(self.axes).get("page_size", 1)
             draft = dict(self.axes).get("draft", "self")
@@ -130,5 +134,5 @@ def suite() -> list[Entry]:
     out += [Entry("finish", (("cuda_graph", g),), 2) for g in (False, True)]
     out += [Entry("long_context", (("cuda_graph", g),), 2) for g in (False, True)]
     out += [Entry("sampled_distribution", (("cuda_graph", g),), 2) for g in (False, True)]
-    out += [Entry("random_streams"), Entry("sampling_vocab")]
+    out += [Entry("random_streams"), Entry("sampling_vocab"), Entry("sampling_edges")]
     return out
