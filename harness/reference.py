@@ -3,6 +3,9 @@ no attention metadata, no layout helper, no kernel. Each is written plainly from
 conventions (shared/spec/conventions.md)."""
 from __future__ import annotations
 
+import dataclasses
+import functools
+
 import torch
 
 
@@ -33,9 +36,13 @@ class DenseCausalAttention:
 
 def _tables(cfg, n: int, device):
     """cos/sin for positions 0..n-1 from the config's theta and scaling: a model's own table
-    may be shorter than the positions it runs (vLLM #48894), the reference's never is."""
-    import dataclasses
+    may be shorter than the positions it runs (vLLM #48894), the reference's never is.
+    Built in blocks of 1024 positions and cached."""
+    return _cached_tables(cfg, -(-n // 1024) * 1024, str(device))
 
+
+@functools.lru_cache(maxsize=16)
+def _cached_tables(cfg, n: int, device: str):
     from specdec.model.layers import RotaryEmbedding
     return RotaryEmbedding.for_config(dataclasses.replace(cfg, max_position=n)).to(device)
 
