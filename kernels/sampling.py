@@ -16,8 +16,9 @@ sums are exact in any order, so the Triton block reductions/scans and the refere
 the same token on every backend (fp32 cumsums differ in the last ulp between reduction
 orders). Cost: a token with r < 2^-40 cannot be drawn, a distortion below vocab * 2^-40 in
 total variation. Overflow needs vocab >= 2^23. If u >= sum R (coin >= 1.0, or an all-zero
-residual) no index qualifies: we take the last index with R > 0, or 0 if none, so the token
-is always < vocab (the out-of-vocab bug of vLLM GHSA-8wr5-jm2h-8r4f; the fault
+residual) no index qualifies: we take the last index with R > 0, else the last index the
+target row supports (an empty residual after fp32 rounding rejected the whole support),
+else 0, so the token is always < vocab and never of probability 0 (the out-of-vocab bug of vLLM GHSA-8wr5-jm2h-8r4f; the fault
 `recovered_token_out_of_vocab` skips this clamp and returns the scan's `vocab`).
 
 Sibling scans are bounded by ndt steps (a malformed cyclic list cannot hang the GPU).
@@ -57,12 +58,15 @@ def _final_draw(target_probs, draft_probs, base, p_len, coin_f, vocab, BLOCK: tl
     exceeds u = trunc(coin_f * total), clamped into the vocabulary. Returns it as int64."""
     total = tl.zeros([], dtype=tl.int64)
     last_nz = tl.full([], -1, dtype=tl.int64)
+    last_q = tl.full([], -1, dtype=tl.int64)
     start = tl.zeros([], dtype=tl.int64)
-    while start < vocab:  # pass 1: total mass and the last index with mass
+    while start < vocab:  # pass 1: total mass, the last index with mass, with target mass
         idx = start + tl.arange(0, BLOCK).to(tl.int64)
         rf = _residual_fixed(target_probs, draft_probs, base, idx, vocab, p_len)
         total += tl.sum(rf, axis=0)
         last_nz = tl.maximum(last_nz, tl.max(tl.where(rf > 0, idx, -1), axis=0))
+        q = tl.load(target_probs + base + idx, mask=idx < vocab, other=0.0)
+        last_q = tl.maximum(last_q, tl.max(tl.where(q > 0, idx, -1), axis=0))
         start += BLOCK
     u = (coin_f.to(tl.float64) * total.to(tl.float64)).to(tl.int64)
     sampled = tl.zeros([], dtype=tl.int64) + vocab
@@ -77,7 +81,10 @@ def _final_draw(target_probs, draft_probs, base, p_len, coin_f, vocab, BLOCK: tl
         running += tl.sum(rf, axis=0)
         start += BLOCK
     if not OOV_FAULT:  # the fault: no clamp, an all-zero / NaN residual yields `vocab`
-        sampled = tl.where(sampled < vocab, sampled, tl.where(last_nz >= 0, last_nz, 0))
+        # An empty residual (every supported sibling rejected: fp32 rounding at a coin just
+        # below 1) falls back to a token the target supports, never to one of probability 0.
+        fallback = tl.where(last_nz >= 0, last_nz, tl.where(last_q >= 0, last_q, 0))
+        sampled = tl.where(sampled < vocab, sampled, fallback)
     return sampled
 
 
@@ -188,8 +195,12 @@ def _final_draw_ref(q, p, coin) -> int:
         return int(hits[0, 0])
     if _oov_fault():  # the fault: the unclamped scan result
         return rf.shape[0]
-    nz = torch.nonzero(rf > 0)  # coin >= 1 or empty residual: never step past the vocabulary
-    return int(nz[-1, 0]) if nz.numel() else 0
+    # coin >= 1 or an empty residual: never past the vocabulary, never a token without mass
+    nz = torch.nonzero(rf > 0)
+    if nz.numel():
+        return int(nz[-1, 0])
+    nq = torch.nonzero(q.float() > 0)
+    return int(nq[-1, 0]) if nq.numel() else 0
 
 
 def tree_speculative_sampling_target_only_ref(predicts, accept_index, accept_token_num,

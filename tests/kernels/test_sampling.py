@@ -107,11 +107,13 @@ def law(parent, cand, q, d0, coins, coin_f, ts, ta, steps):
     return path, d, r
 
 
-def check_final_token(tok, r, coin, vocab):
+def check_final_token(tok, r, coin, vocab, q=None):
+    """q: the target row; an empty residual falls back to the last token it supports."""
     assert 0 <= tok < vocab
     total = r.sum()
     if total == 0:
-        assert tok == 0
+        support = [] if q is None else np.nonzero(np.asarray(q) > 0)[0].tolist()
+        assert tok == (support[-1] if support else 0)
         return
     assert r[tok] > 0
     tol = (vocab + 4) * 2.0**-40  # fixed-point quantisation of the kernel (2^-40 per entry)
@@ -138,7 +140,7 @@ def test_sampling_matches_ref_and_law(shape, sharp, sparse, draft_mass, th):
         for a, c in zip(path, path[1:]):
             assert row[a] == int(cand[b, c])
         assert all(row[t] == SENTINEL for t in range(ndt) if t not in path)
-        check_final_token(row[path[-1]], r, fin[b], vocab)
+        check_final_token(row[path[-1]], r, fin[b], vocab, target[b, path[-1]].numpy())
 
 
 @pytest.mark.parametrize("vocab", [100, 8193, 10000])
@@ -169,8 +171,10 @@ def test_final_token_never_out_of_vocab(vocab, coin):
     assert all(0 <= t < vocab for t in final)
     r = (target[:, 0] - draft_out[:, 0]).clamp_min(0)
     for b in range(bs):
-        check_final_token(final[b], r[b].double().numpy(), coin, vocab)
-    assert final[1] == 0 and final[2] == 0  # all mass on 0 / empty residual
+        check_final_token(final[b], r[b].double().numpy(), coin, vocab,
+                          target[b, 0].double().numpy())
+    assert final[1] == 0  # all mass on 0
+    assert final[2] == vocab - 1  # empty residual: the last token the (dense) target supports
     if coin == 1.0:  # no cumsum exceeds u: the last token with mass
         assert final[0] == vocab - 1
 
