@@ -68,9 +68,11 @@ def check(budget: float, device: str, profile: settings, out=sys.stdout) -> int:
             _run_chunk(name, rep, 1000 + chunk, device, profile)
             chunk += 1
             rep.seconds = time.perf_counter() - t0
-            print(f"\r  {name}: {rep.examples} examples, {rep.seconds:.0f}s / {per_prop:.0f}s",
-                  end="", file=sys.stderr, flush=True)
-        print(file=sys.stderr)
+            if sys.stderr.isatty():  # a progress line for people, not for logs
+                print(f"\r  {name}: {rep.examples} examples, {rep.seconds:.0f}s / "
+                      f"{per_prop:.0f}s", end="", file=sys.stderr, flush=True)
+        if sys.stderr.isatty():
+            print(file=sys.stderr)
     print(f"{'property':<22} {'examples':>8} {'configs':>8} {'failures':>8} {'time':>8}", file=out)
     for rep in reports.values():
         print(f"{rep.name:<22} {rep.examples:>8} {len(rep.covered):>8} {len(rep.failures):>8} "
