@@ -3,12 +3,11 @@
 Three numbers: examples per second of each property (each run for a fixed budget, in the
 4-example chunks `python -m harness check` uses), the wall time of the whole test suite
 under `pytest -n auto` with the gpu Hypothesis profile, and the bug zoo's seconds to
-detection per fault (`python -m harness zoo --json`, where that module exists). Results go
+detection per fault (`python -m harness zoo --json`). Results go
 through the engine's bench writer (specdec/bench/results.py): same stamp, JSON and plot.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -67,9 +66,6 @@ def pytest_wall(timeout: float) -> dict:
 
 
 def zoo(device: str, timeout: float) -> dict:
-    if importlib.util.find_spec("harness.zoo") is None:
-        print("bug zoo: not available", flush=True)
-        return {"status": "not available"}
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "zoo.json")
         # The zoo's own default Hypothesis profile: its detection times are comparable run to run.
