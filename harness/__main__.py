@@ -12,9 +12,8 @@ from hypothesis import settings
 from harness import bench, profiles
 from harness.check import check
 from harness.oracles import OracleFailure
-from harness.properties import PROPERTIES
+from harness.suite import ALL_PROPERTIES
 from harness.runs import default_device
-from harness.strategies import RunConfig
 from specdec.faults import REGISTRY
 
 
@@ -26,7 +25,7 @@ def main(argv=None) -> int:
     c.add_argument("--profile", default=None, help="Hypothesis profile (dev, ci, gpu, nightly)")
     c.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
     r = sub.add_parser("repro", help="replay one configuration of one property")
-    r.add_argument("property", choices=sorted(PROPERTIES) + sorted(REGISTRY),
+    r.add_argument("property", choices=sorted(ALL_PROPERTIES) + sorted(REGISTRY),
                    help="a property (with --config), or a fault: replay its historical bug")
     r.add_argument("--config", default=None, help="the JSON a failure report printed")
     r.add_argument("--device", default=None)
@@ -72,9 +71,11 @@ def main(argv=None) -> int:
         return _repro_fault(args.property, device)
     if args.config is None:
         ap.error(f"repro {args.property} needs --config (the JSON a failure report printed)")
-    cfg = RunConfig(**json.loads(args.config))
+    from harness.suite import LAWS
+    law = LAWS[args.property]
+    cfg = law.config(**json.loads(args.config))
     try:
-        PROPERTIES[args.property](cfg, device)
+        law.prop(cfg, device)
     except OracleFailure as exc:
         print(f"FAILED {args.property}: {exc}")
         return 1
@@ -91,7 +92,6 @@ def _repro_fault(name: str, device: str) -> int:
     """One historical bug in one command: its case's configuration through its property,
     with the fault on. Exit 1 with the failing check printed (the bug reproduced)."""
     from cases import CASES
-    from harness.suite import ALL_PROPERTIES
     from specdec import faults
     case = CASES[name]
     print(f"{name} ({case.source}): {case.mistake}\n  {case.story}\n"

@@ -9,10 +9,9 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from harness.oracles import OracleFailure
-from harness.properties import PROPERTIES
-from harness.strategies import RunConfig, run_configs
+from harness.suite import LAWS
 
-CHUNK = 4  # examples per Hypothesis run; the budget is checked between runs
+CHUNK = 2  # examples per Hypothesis run; the budget is checked between runs
 
 
 @dataclass
@@ -24,27 +23,28 @@ class PropertyReport:
     seconds: float = 0.0
 
 
-def repro_command(prop: str, cfg: RunConfig, device: str) -> str:
+def repro_command(prop: str, cfg, device: str) -> str:
     from specdec import faults
     env = f"SPECDEC_FAULTS={','.join(sorted(faults.enabled()))} " if faults.enabled() else ""
     return (f"{env}python -m harness repro {prop} --device {device} "
             f"--config '{json.dumps(cfg.to_dict(), sort_keys=True)}'")
 
 
-def _run_chunk(prop, report: PropertyReport, chunk_seed: int, device: str, profile: settings):
-    last: list[RunConfig] = []
-    failing: list[RunConfig] = []
+def _run_chunk(name: str, report: PropertyReport, chunk_seed: int, device: str,
+               profile: settings):
+    law = LAWS[name]
+    last, failing = [], []
 
     @seed(chunk_seed)
     @settings(profile, max_examples=CHUNK, database=None, deadline=None, print_blob=False,
               report_multiple_bugs=False,
               phases=[Phase.generate, Phase.shrink],
               suppress_health_check=list(HealthCheck))
-    @given(cfg=run_configs())
+    @given(cfg=law.strategy(device.startswith("cuda"), {}))
     def run(cfg):
         last.append(cfg)
         try:
-            prop(cfg, device)
+            law.prop(cfg, device)
         except Exception:
             failing.append(cfg)
             raise
@@ -55,25 +55,25 @@ def _run_chunk(prop, report: PropertyReport, chunk_seed: int, device: str, profi
         # Hypothesis replays the minimal failing example last.
         report.failures.append((failing[-1] if failing else None, exc))
     report.examples += len(last)
-    report.covered.update(c.axes for c in last)
+    report.covered.update(getattr(c, "axes", repr(c)) for c in last)
 
 
 def check(budget: float, device: str, profile: settings, out=sys.stdout) -> int:
-    names = list(PROPERTIES)
+    names = list(LAWS)
     reports = {n: PropertyReport(n) for n in names}
     per_prop = budget / len(names)
     for name in names:
         rep, t0, chunk = reports[name], time.perf_counter(), 0
         while time.perf_counter() - t0 < per_prop and not rep.failures:
-            _run_chunk(PROPERTIES[name], rep, 1000 + chunk, device, profile)
+            _run_chunk(name, rep, 1000 + chunk, device, profile)
             chunk += 1
             rep.seconds = time.perf_counter() - t0
             print(f"\r  {name}: {rep.examples} examples, {rep.seconds:.0f}s / {per_prop:.0f}s",
                   end="", file=sys.stderr, flush=True)
         print(file=sys.stderr)
-    print(f"{'property':<18} {'examples':>8} {'configs':>8} {'failures':>8} {'time':>8}", file=out)
+    print(f"{'property':<22} {'examples':>8} {'configs':>8} {'failures':>8} {'time':>8}", file=out)
     for rep in reports.values():
-        print(f"{rep.name:<18} {rep.examples:>8} {len(rep.covered):>8} {len(rep.failures):>8} "
+        print(f"{rep.name:<22} {rep.examples:>8} {len(rep.covered):>8} {len(rep.failures):>8} "
               f"{rep.seconds:>7.1f}s", file=out)
     failed = [(r.name, c, e) for r in reports.values() for c, e in r.failures]
     for name, cfg, exc in failed:

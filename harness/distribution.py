@@ -7,13 +7,15 @@ dense reference (harness/reference.py) filtered by top-k then top-p and renormal
 from prefill, t2 from the first speculative round (accepted draft or recovered / bonus
 token), so the pair exercises the acceptance rule whatever the draft proposes.
 
-Test. Pearson chi-square over the cells (t1, t2) with expected count N*p >= 5; every other
-cell is pooled into one bin, merged into the smallest bin when its own expectation is < 5.
-Bins depend on the exact probabilities only, never on the data. The run fails when the
-statistic exceeds the chi-square critical value at alpha (default 1e-4), i.e. a correct
-engine fails with probability ~alpha per check (asymptotic chi-square; the >= 5 rule keeps
-the approximation good). A pair whose exact probability is 0 (outside top-k / top-p) fails
-at once. Everything is computed in float64, independently of specdec/sampler.py.
+Test. Pearson chi-square, three ways (check_pairs): the cells (t1, t2) with expected count
+N*p >= 5 (the rest pooled), t1 by probability-quantile group, and t2 by its quantile group
+within p(. | t1), so that flat distributions (high temperature), where no pair cell reaches
+5, are tested too. Bins expecting < 5 are merged. Bins depend on the exact probabilities
+only, never on the data. The run fails when a statistic exceeds the chi-square critical
+value at alpha / 3 (alpha default 1e-4), i.e. a correct engine fails with probability
+~alpha per check (asymptotic chi-square). A pair whose exact probability is 0 (outside
+top-k / top-p) fails at once. Everything is computed in float64, independently of
+specdec/sampler.py.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from harness.reference import reference_prefill
 from specdec.sampling_params import SamplingParams
 
 MIN_EXPECTED = 5.0
+QUANTILES = 8
 
 
 def filtered_probs(logits: torch.Tensor, temperature: float, top_k: int,
@@ -50,12 +53,12 @@ def filtered_probs(logits: torch.Tensor, temperature: float, top_k: int,
 
 def exact_pair_probs(model, prompt: list[int], n: int, temperature: float, top_k: int = 0,
                      top_p: float = 1.0, device="cpu") -> dict[int, np.ndarray]:
-    """t1 -> p(t1) * p(. | t1), for each t1 that can hold a cell with N*p >= 5; the marginal
-    p(t1) of every t1 under key -1 (the rest is pooled from it)."""
+    """t1 -> p(t1) * p(. | t1) for every t1 of probability > 0; the marginal p(t1) under
+    key -1. (One reference prefill per possible t1: the harness samples the tiny model.)"""
     logits = reference_prefill(model, prompt, device)[0][-1]
     p1 = filtered_probs(logits, temperature, top_k, top_p)
     out = {-1: p1}
-    for t1 in np.nonzero(n * p1 >= MIN_EXPECTED)[0].tolist():
+    for t1 in np.nonzero(p1 > 0)[0].tolist():
         nxt = reference_prefill(model, prompt + [t1], device)[0][-1]
         out[t1] = p1[t1] * filtered_probs(nxt, temperature, top_k, top_p)
     return out
@@ -82,44 +85,74 @@ def chi2_critical(df: int, alpha: float) -> float:
         return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
 
 
-def check_pairs(pairs: list[tuple[int, int]], exact: dict[int, np.ndarray], alpha: float = 1e-4,
-                what: str = "") -> dict:
-    """Raises OracleFailure when the pairs do not follow `exact`; returns the statistic."""
-    n, p1 = len(pairs), exact[-1]
-    counts = Counter(pairs)
-    cells, expected = [], []
-    for t1, row in exact.items():
-        if t1 >= 0:
-            for t2 in np.nonzero(n * row >= MIN_EXPECTED)[0].tolist():
-                cells.append((t1, t2))
-                expected.append(n * row[t2])
-    for (t1, t2), c in counts.items():
-        if p1[t1] == 0 or (t1 in exact and exact[t1][t2] == 0):
-            raise OracleFailure("sampled_distribution",
-                                f"{what}: ({t1}, {t2}) drawn {c} times, exact probability 0")
-    observed = [counts.get(c, 0) for c in cells]
-    rest_e, rest_o = n - sum(expected), n - sum(observed)
-    if rest_e >= MIN_EXPECTED or not cells:
-        expected.append(rest_e)
-        observed.append(rest_o)
-    else:  # too little pooled mass for its own bin: fold it into the smallest one
-        i = int(np.argmin(expected))
-        expected[i] += rest_e
-        observed[i] += rest_o
-    e, o = np.asarray(expected), np.asarray(observed, dtype=np.float64)
-    stat = float(((o - e) ** 2 / e).sum())
+def _chi2(observed: list[float], expected: list[float], alpha: float, what: str,
+          labels: list) -> dict:
+    """Pearson chi-square; bins expecting < 5 are folded into the smallest bin. A single bin
+    tests nothing (df 0) and passes."""
+    obs, exp, lab = list(observed), list(expected), list(labels)
+    while len(exp) > 1 and min(exp) < MIN_EXPECTED:
+        i = int(np.argmin(exp))
+        o, e, name = obs.pop(i), exp.pop(i), lab.pop(i)
+        j = int(np.argmin(exp))
+        obs[j] += o
+        exp[j] += e
+        lab[j] = f"{lab[j]}+{name}"
+    e, o = np.asarray(exp, dtype=np.float64), np.asarray(obs, dtype=np.float64)
     df = len(e) - 1
     if df < 1:
-        raise ValueError(f"{what}: a single bin at n={n}, nothing to test: raise n or T")
+        return {"chi2": 0.0, "critical": float("inf"), "df": 0}
+    stat = float(((o - e) ** 2 / e).sum())
     crit = chi2_critical(df, alpha)
     if stat > crit:
         worst = np.argsort(-(o - e) ** 2 / e)[:3]
-        detail = ", ".join(f"{cells[i] if i < len(cells) else 'rest'}: {int(o[i])} vs "
-                           f"{e[i]:.1f}" for i in worst)
+        detail = ", ".join(f"{lab[i]}: {int(o[i])} vs {e[i]:.1f}" for i in worst)
         raise OracleFailure("sampled_distribution",
-                            f"{what}: chi2={stat:.1f} > {crit:.1f} (df={df}, alpha={alpha}, "
-                            f"n={n}); worst cells {detail}")
-    return {"chi2": stat, "critical": crit, "df": df, "n": n}
+                            f"{what}: chi2={stat:.1f} > {crit:.1f} (df={df}, alpha={alpha:.1e}, "
+                            f"n={int(o.sum())}); worst bins {detail}")
+    return {"chi2": stat, "critical": crit, "df": df}
+
+
+def quantile_groups(row: np.ndarray, k: int = QUANTILES) -> np.ndarray:
+    """Group of every token of a probability row: tokens sorted by probability (descending,
+    ties by id), token in group floor(k * mass strictly before it). Depends on the row only."""
+    order = np.argsort(-row, kind="stable")
+    before = np.cumsum(row[order]) - row[order]
+    g = np.empty(len(row), dtype=np.int64)
+    g[order] = np.minimum((before * k).astype(np.int64), k - 1)
+    return g
+
+
+def check_pairs(pairs: list[tuple[int, int]], exact: dict[int, np.ndarray], alpha: float = 1e-4,
+                what: str = "") -> dict:
+    """Raises OracleFailure when the pairs do not follow `exact`; returns the statistics.
+
+    Three chi-square tests at alpha / 3 each, bins fixed by the exact law alone: (1) the pair
+    cells (t1, t2) expecting >= 5, the rest pooled; (2) t1 by probability quantile group of
+    p(t1); (3) t2 by its quantile group in p(. | t1), pooled over t1 (expected count of group
+    g: N * sum over t1 of p(t1) * mass of g in p(. | t1)). (2) and (3) keep their power when
+    the distribution is too flat for (1) to have cells (high temperature)."""
+    n, p1 = len(pairs), exact[-1]
+    counts = Counter(pairs)
+    for (t1, t2), c in counts.items():
+        if p1[t1] == 0 or exact[t1][t2] == 0:
+            raise OracleFailure("sampled_distribution",
+                                f"{what}: ({t1}, {t2}) drawn {c} times, exact probability 0")
+    cells = [(t1, t2) for t1, row in exact.items() if t1 >= 0
+             for t2 in np.nonzero(n * row >= MIN_EXPECTED)[0].tolist()]
+    e_cells = [n * exact[t1][t2] for t1, t2 in cells]
+    o_cells = [counts.get(c, 0) for c in cells]
+    pairs_test = _chi2(o_cells + [n - sum(o_cells)], e_cells + [n - sum(e_cells)], alpha / 3,
+                       f"{what} pairs", cells + ["rest"])
+    g1 = quantile_groups(p1)
+    e1 = [n * p1[g1 == g].sum() for g in range(QUANTILES)]
+    o1 = np.bincount([g1[t1] for t1, _ in pairs], minlength=QUANTILES).tolist()
+    first = _chi2(o1, e1, alpha / 3, f"{what} t1 quantile groups", list(range(QUANTILES)))
+    groups = {t1: quantile_groups(row / p1[t1]) for t1, row in exact.items() if t1 >= 0}
+    e2 = [n * sum(row[groups[t1] == g].sum() for t1, row in exact.items() if t1 >= 0)
+          for g in range(QUANTILES)]
+    o2 = np.bincount([groups[t1][t2] for t1, t2 in pairs], minlength=QUANTILES).tolist()
+    second = _chi2(o2, e2, alpha / 3, f"{what} t2 quantile groups", list(range(QUANTILES)))
+    return {"n": n, "pairs": pairs_test, "t1": first, "t2": second}
 
 
 def check_sampled_distribution(engine, prompt: list[int], n: int, temperature: float,

@@ -62,13 +62,17 @@ def small_spec_shapes(max_topk: int = 3, max_steps: int = 4, max_ndt: int = 8):
 
 def lifecycle_configs(page_sizes=(1, 2, 4, 16), max_prompt_len: int = 12, max_new_tokens: int = 16):
     """Small shapes (the CPU runs tens of 20-step examples); a pool of one to two largest
-    requests, so a few running requests outgrow it and retraction happens."""
+    requests, so a few running requests outgrow it and retraction happens; drafts that accept
+    little, everything, or a mix (perturbed)."""
     return st.builds(
         lambda shape, **kw: LifecycleConfig(*shape, **kw),
         small_spec_shapes(),
         page_size=st.sampled_from(page_sizes),
-        draft=st.sampled_from(("eagle", "self")),
+        draft=st.sampled_from(("eagle", "self", "perturbed")),
         cuda_graph=st.booleans(),
+        # Coarse buckets too: batches that shrink and grow inside one captured size replay
+        # its graph over rows an earlier, larger batch left behind.
+        graph_bs=st.sampled_from(((1, 2, 4), (4,), (2, 5))),
         max_batch=st.integers(2, 5),
         max_prompt_len=st.integers(1, max_prompt_len),
         max_new_tokens=st.integers(4, max_new_tokens),

@@ -4,38 +4,54 @@ from __future__ import annotations
 import dataclasses
 
 from harness.kv_content import check_kv_content
-from harness.oracles import (check_eager_graph_bitwise, check_lossless, check_metadata_covers_batch,
+from harness.oracles import (OracleFailure, check_eager_graph_bitwise, check_lossless,
+                             check_metadata_covers_batch,
                              check_self_draft_logits,
                              check_total_acceptance)
-from harness.runs import default_device, greedy_baseline, make_prompts
+from harness.runs import default_device, greedy_baseline, make_prompts, new_token_counts, serve
 from harness.strategies import RunConfig
 from harness.structural import SpecShape, check_structure
 from specdec import Engine, SpecConfig
+from specdec.sampling_params import SamplingParams
 from specdec.trace import TraceRecorder
 from specdec.validate import reserve_margin
 
 
 def build_engine(cfg: RunConfig, device: str, **overrides) -> Engine:
     cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if k in RunConfig.__dataclass_fields__})
-    spec = SpecConfig(cfg.topk, cfg.num_steps, cfg.ndt)
+    spec = SpecConfig(cfg.topk, cfg.num_steps, cfg.ndt, cfg.draft_sampling)
     # Just enough context for the longest prompt, its output and one round's headroom.
     context = cfg.max_prompt_len + cfg.max_new_tokens + reserve_margin(spec, cfg.page_size)
     return Engine(model=cfg.model, spec=spec, draft=cfg.draft, page_size=cfg.page_size,
                   device=device, dtype=cfg.dtype, seed=cfg.seed % 1000,
                   max_batch=max(cfg.batch_size, max(cfg.graph_bs)), max_context=context,
                   cuda_graph=cfg.cuda_graph, cuda_graph_bs=list(cfg.graph_bs),
-                  batch_invariant=overrides.get("batch_invariant", False))
+                  batch_invariant=overrides.get("batch_invariant", False),
+                  draft_max_position=cfg.draft_max_position or None)
 
 
 def prompts_for(cfg: RunConfig, vocab: int) -> list[list[int]]:
-    return make_prompts(cfg.seed, cfg.batch_size, vocab, cfg.max_prompt_len)
+    return make_prompts(cfg.seed, cfg.batch_size, vocab, cfg.max_prompt_len, cfg.min_prompt_len)
+
+
+def sampling_for(cfg: RunConfig, stops: list[tuple] | None = None) -> list[SamplingParams]:
+    """Request i: the drawn knobs with seed run seed + i (greedy when temperature is 0)."""
+    stops = stops or [()] * cfg.batch_size
+    return [SamplingParams(cfg.temperature, cfg.top_k, cfg.top_p, cfg.seed + i, stop)
+            for i, stop in zip(range(cfg.batch_size), stops)]
+
+
+def run(cfg: RunConfig, eng: Engine, stops: list[tuple] | None = None) -> list:
+    """The drawn batch through the engine (ragged lengths, stops): RequestOutputs."""
+    prompts = prompts_for(cfg, eng.cfg.vocab_size)
+    counts = new_token_counts(cfg.seed, cfg.batch_size, cfg.max_new_tokens, cfg.ragged)
+    return serve(eng, prompts, counts, sampling_for(cfg, stops))
 
 
 def _traced(cfg: RunConfig, device: str, keep_kv_slots: bool = False, **overrides):
     eng = build_engine(cfg, device, **overrides)
     eng.recorder = TraceRecorder(cfg.page_size, keep_kv_slots=keep_kv_slots)
-    out = eng.generate(prompts_for(cfg, eng.cfg.vocab_size), max_new_tokens=cfg.max_new_tokens)
-    return eng, out
+    return eng, [o.tokens for o in run(cfg, eng)]
 
 
 def prop_structure(cfg: RunConfig, device: str | None = None) -> None:
@@ -55,35 +71,45 @@ def prop_kv_content(cfg: RunConfig, device: str | None = None) -> None:
 
 
 def prop_eager_vs_graph(cfg: RunConfig, device: str | None = None) -> None:
-    """Oracle 2: batch-invariant eager == graph bit for bit (same padded shapes); plain eager
-    == graph token for token (different shapes; ties as oracle 6)."""
+    """Oracle 2: batch-invariant eager == graph bit for bit (same padded shapes), sampled
+    requests included (same seeds, same coins, same tokens); greedy plain eager == graph
+    token for token (different shapes; ties as oracle 6)."""
     device = device or default_device()
     graph, out_g = _traced(cfg, device, cuda_graph=True)
-    inv, _ = _traced(cfg, device, cuda_graph=False, batch_invariant=True)
+    inv, out_i = _traced(cfg, device, cuda_graph=False, batch_invariant=True)
     for eng in (graph, inv):
         check_metadata_covers_batch(eng.recorder)
     check_eager_graph_bitwise(inv, graph)
+    if out_i != out_g:
+        b = next(i for i, (x, y) in enumerate(zip(out_i, out_g)) if x != y)
+        raise OracleFailure("eager_vs_graph", f"request {b}: eager {out_i[b]} != graph {out_g[b]}")
+    if cfg.temperature > 0:
+        return  # a sampled token may flip at a CDF boundary between different shapes
     plain, out_e = _traced(cfg, device, cuda_graph=False)
-    prompts = prompts_for(cfg, plain.cfg.vocab_size)
-    _, margins = greedy_baseline(cfg.model, prompts, cfg.max_new_tokens, device, cfg.dtype,
-                                 cfg.seed % 1000)
+    _, margins = _reference(cfg, device, plain)
     check_lossless(out_g, out_e, margins, plain.dtype)
+
+
+def _reference(cfg: RunConfig, device: str, eng: Engine):
+    """Plain greedy decoding of the drawn prompts (cached), cut to each request's length."""
+    prompts = prompts_for(cfg, eng.cfg.vocab_size)
+    ref, margins = greedy_baseline(cfg.model, prompts, cfg.max_new_tokens, device, cfg.dtype,
+                                   cfg.seed % 1000)
+    counts = new_token_counts(cfg.seed, cfg.batch_size, cfg.max_new_tokens, cfg.ragged)
+    return [r[:n] for r, n in zip(ref, counts)], margins
 
 
 def prop_lossless_greedy(cfg: RunConfig, device: str | None = None) -> None:
     """Oracle 4: speculative greedy output == plain greedy output, and topk > 1 == topk 1."""
     device = device or default_device()
     eng = build_engine(cfg, device)
-    prompts = prompts_for(cfg, eng.cfg.vocab_size)
-    out = eng.generate(prompts, max_new_tokens=cfg.max_new_tokens)
-    ref, margins = greedy_baseline(cfg.model, prompts, cfg.max_new_tokens, device, cfg.dtype,
-                                   cfg.seed % 1000)
+    out = [o.tokens for o in run(cfg, eng)]
+    ref, margins = _reference(cfg, device, eng)
     check_lossless(out, ref, margins, eng.dtype)
     eng.check_accounting()
     if cfg.topk > 1:
         chain = build_engine(cfg, device, topk=1, ndt=cfg.num_steps + 1)
-        check_lossless(out, chain.generate(prompts, max_new_tokens=cfg.max_new_tokens), margins,
-                       eng.dtype)
+        check_lossless(out, [o.tokens for o in run(cfg, chain)], margins, eng.dtype)
 
 
 def prop_self_draft(cfg: RunConfig, device: str | None = None) -> None:
@@ -102,3 +128,4 @@ PROPERTIES = {
     "lossless_greedy": prop_lossless_greedy,
     "self_draft": prop_self_draft,
 }
+

@@ -3,6 +3,9 @@ no attention metadata, no layout helper, no kernel. Each is written plainly from
 conventions (shared/spec/conventions.md)."""
 from __future__ import annotations
 
+import dataclasses
+import functools
+
 import torch
 
 
@@ -10,12 +13,15 @@ class DenseCausalAttention:
     """Stands in for the attention backend: plain causal attention over one sequence, no KV
     pool. Records the K/V each layer computes, which is what a correct cache must hold."""
 
-    def __init__(self, sm_scale: float) -> None:
+    def __init__(self, sm_scale: float, cfg=None) -> None:
         self.sm_scale = sm_scale
+        self.cfg = cfg  # RoPE tables come from the model's config, not from its own tables
         self.k: dict[int, torch.Tensor] = {}
         self.v: dict[int, torch.Tensor] = {}
 
     def forward(self, q, k, v, layer_id, fb, rope, positions):
+        if self.cfg is not None:
+            rope = _tables(self.cfg, int(positions.max()) + 1, positions.device)
         q, k = _rotate(q, rope, positions), _rotate(k, rope, positions)
         self.k[layer_id], self.v[layer_id] = k, v.clone()
         n, hq, d = q.shape
@@ -26,6 +32,19 @@ class DenseCausalAttention:
         causal = torch.ones(n, n, dtype=torch.bool, device=q.device).tril()
         s = s.masked_fill(~causal, float("-inf"))
         return torch.einsum("hqk,khd->qhd", torch.softmax(s, dim=-1), vf).to(q.dtype)
+
+
+def _tables(cfg, n: int, device):
+    """cos/sin for positions 0..n-1 from the config's theta and scaling: a model's own table
+    may be shorter than the positions it runs (vLLM #48894), the reference's never is.
+    Built in blocks of 1024 positions and cached."""
+    return _cached_tables(cfg, -(-n // 1024) * 1024, str(device))
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_tables(cfg, n: int, device: str):
+    from specdec.model.layers import RotaryEmbedding
+    return RotaryEmbedding.for_config(dataclasses.replace(cfg, max_position=n)).to(device)
 
 
 def _rotate(x, rope, positions):
@@ -52,7 +71,7 @@ def reference_prefill(model, tokens: list[int], device, positions=None, hidden_s
     """
     ids = torch.tensor(tokens, dtype=torch.int64, device=device)
     pos = torch.arange(len(tokens), device=device) if positions is None else positions
-    attn = DenseCausalAttention(model.cfg.head_dim ** -0.5)
+    attn = DenseCausalAttention(model.cfg.head_dim ** -0.5, model.cfg)
     logits, hidden = model(_Batch(ids, pos, hidden_states), attn)
     return logits, hidden, attn.k, attn.v
 

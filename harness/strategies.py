@@ -26,6 +26,14 @@ class RunConfig:
     model: str = "tiny"
     cuda_graph: bool = False
     graph_bs: tuple = (1, 2, 3, 4, 6, 8)  # captured sizes: the rest pad up or fall back
+    draft_sampling: str = "greedy"  # "probabilistic": sampled chains draft from q
+    temperature: float = 0.0        # > 0: every request samples (seed = run seed + i)
+    top_k: int = 0
+    top_p: float = 1.0
+    ragged: bool = False            # max_new_tokens drawn per request: the batch shrinks
+    stop_at: int = -1               # >= 0: a stop token taken from the reference output
+    min_prompt_len: int = 1
+    draft_max_position: int = 0     # > 0: the drafter's own configured max_position
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "graph_bs", tuple(self.graph_bs))  # JSON gives a list
@@ -36,7 +44,8 @@ class RunConfig:
     @property
     def axes(self) -> tuple:
         """The coarse configuration this run covers (for coverage counts)."""
-        return (self.topk, self.num_steps, self.page_size, self.draft, self.cuda_graph)
+        return (self.topk, self.num_steps, self.page_size, self.draft, self.cuda_graph,
+                self.temperature > 0, self.draft_sampling)
 
 
 def spec_shapes():
@@ -50,14 +59,35 @@ def spec_shapes():
     return st.tuples(st.integers(1, 4), st.integers(1, 5)).flatmap(with_ndt)
 
 
-def run_configs(drafts=("eagle", "self"), page_sizes=(1, 2, 4, 16, 64), max_batch: int = 10,
-                dtypes=("float32",), graphs=(False, True), graph_bs=(1, 2, 3, 4, 6, 8),
-                max_prompt_len: int = 40, max_new_tokens: int = 24):
+GRAPH_BUCKETS = ((1, 2, 3, 4, 6, 8), (4, 8), (8,))  # fine to coarse: batches shrink in a bucket
+DRAFTS = ("eagle", "self", "perturbed", "perturbed:0.1")
+# Temperatures below 0.3 and above 1.5, top-k of 1, small and the vocabulary, top-p cuts
+# inside the head and inside the tail (harness.md oracle 7).
+TEMPERATURES = (0.2, 0.7, 1.0, 1.8)
+TOP_KS = (0, 1, 5)
+TOP_PS = (1.0, 0.3, 0.95)
+
+
+def run_configs(drafts=DRAFTS, page_sizes=(1, 2, 4, 16, 64), max_batch: int = 10,
+                dtypes=("float32",), graphs=(False, True), graph_bs=GRAPH_BUCKETS,
+                max_prompt_len: int = 40, max_new_tokens: int = 24, sampled: bool = False,
+                stops: bool = False):
     """Batch sizes reach past the largest captured size, so padding and eager fallback both
-    occur in ordinary runs."""
+    occur in ordinary runs; ragged lengths and stop tokens make batches shrink inside a
+    captured bucket. `sampled`: requests may sample (drawn temperature, top-k, top-p, with
+    greedy or probabilistic drafting); `stops`: a stop token may be drawn."""
+    sampling = (st.tuples(st.sampled_from((0.0,) + TEMPERATURES), st.sampled_from(TOP_KS),
+                          st.sampled_from(TOP_PS), st.sampled_from(("greedy", "probabilistic")))
+                if sampled else st.just((0.0, 0, 1.0, "greedy")))
+
+    def build(shape, samp, **kw):
+        t, k, p, ds = samp
+        return RunConfig(*shape, temperature=t, top_k=k if t else 0, top_p=p if t else 1.0,
+                         draft_sampling=ds, **kw)
     return st.builds(
-        lambda shape, **kw: RunConfig(*shape, **kw),
+        build,
         spec_shapes(),
+        sampling,
         page_size=st.sampled_from(page_sizes),
         draft=st.sampled_from(drafts),
         batch_size=st.integers(1, max_batch),
@@ -66,5 +96,29 @@ def run_configs(drafts=("eagle", "self"), page_sizes=(1, 2, 4, 16, 64), max_batc
         seed=st.integers(0, 2**31 - 1),
         dtype=st.sampled_from(dtypes),
         cuda_graph=st.sampled_from(graphs),
-        graph_bs=st.just(tuple(graph_bs)),
+        graph_bs=st.sampled_from(tuple(graph_bs)),
+        ragged=st.booleans(),
+        stop_at=st.integers(-1, max_new_tokens - 1) if stops else st.just(-1),
+    )
+
+
+def long_context_configs(max_batch: int = 3, context: tuple = (150, 300), graphs=(False, True),
+                         draft_positions=(64, 96), dtypes=("float32",)):
+    """Prompts past every RoPE table length the drafter and target carry: the tiny-long
+    model's llama3 scaling starts at position 128, the drafter's own config says 64 or 96."""
+    lo, hi = context
+    return st.builds(
+        lambda shape, n, **kw: RunConfig(*shape, max_prompt_len=n, min_prompt_len=n - 20,
+                                         model="tiny-long", **kw),
+        spec_shapes(), st.integers(lo, hi),
+        page_size=st.sampled_from((1, 4, 16)),
+        draft=st.sampled_from(("eagle", "perturbed")),
+        batch_size=st.integers(1, max_batch),
+        max_new_tokens=st.integers(4, 16),
+        seed=st.integers(0, 2**31 - 1),
+        dtype=st.sampled_from(dtypes),
+        cuda_graph=st.sampled_from(graphs),
+        graph_bs=st.just((1, 2, 4)),
+        ragged=st.booleans(),
+        draft_max_position=st.sampled_from(draft_positions),
     )

@@ -1,25 +1,84 @@
-"""The ordinary property suite, defined once: pytest (tests/test_properties.py) and the bug
-zoo (harness/zoo.py) run the same entries, strategies and regression examples.
+"""The ordinary property suite, defined once: pytest (tests/test_properties.py), the bug zoo
+(harness/zoo.py) and `python -m harness check` run the same laws, strategies and regression
+examples.
 
-An entry is one property over one slice of the configuration space (coarse axes fixed so
-xdist spreads them). Its explicit examples are the configurations of the historical cases
-(cases/) whose property it is and whose axes it covers: regression examples, judged by the
-same generic oracles as every generated example."""
+A law is a property (a function whose docstring states what must hold) with the strategy of
+configurations it is drawn over. An entry is one law over one slice of its space (coarse
+axes fixed per entry so xdist spreads them). Its explicit examples are the configurations of
+the historical cases (cases/) whose property it is and whose axes it covers: regression
+examples, judged by the same generic oracles as every generated example."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from hypothesis import example, given, settings
 
+from harness.distribution_matrix import DistConfig, distribution_configs, prop_sampled_distribution
+from harness.finish import prop_finish
+from harness.long_context import prop_long_context
 from harness.properties import PROPERTIES
+from harness.random_streams import StreamConfig, prop_random_streams, stream_configs
 from harness.sampling_bounds import EXAMPLES as BOUND_EXAMPLES
-from harness.sampling_bounds import prop_sampling_vocab, sampling_bounds_cases
-from harness.strategies import RunConfig, run_configs
+from harness.sampling_bounds import SamplingBoundsCase, prop_sampling_vocab, sampling_bounds_cases
+from harness.sampling_edges import EXAMPLES as EDGE_EXAMPLES
+from harness.sampling_edges import SamplingEdgesCase, prop_sampling_edges, sampling_edges_cases
+from harness.strategies import RunConfig, long_context_configs, run_configs
 
-ALL_PROPERTIES = {**PROPERTIES, "sampling_vocab": prop_sampling_vocab}
 _AXIS_ARG = {"page_size": "page_sizes", "draft": "drafts", "cuda_graph": "graphs"}
 # Found by `harness check` on the GPU: a tree smaller than its depth (ndt < num_steps + 1).
 _FOUND = {"lossless_greedy": (2, 2, 2), "self_draft": (2, 2, 2)}
+
+
+def _runs(**extra):
+    """Engine runs: the CPU tier draws smaller runs, the GPU tier the full space and dtypes
+    (harness.md, tiers)."""
+    def strategy(on_gpu: bool, fixed: dict):
+        size = dict(max_batch=10) if on_gpu else dict(max_batch=10, max_prompt_len=24,
+                                                       max_new_tokens=16)
+        dtypes = ("float32", "bfloat16", "float16") if on_gpu else ("float32",)
+        axes = {_AXIS_ARG[k]: (v,) for k, v in fixed.items()}
+        return run_configs(dtypes=dtypes, **axes, **size, **extra)
+    return strategy
+
+
+def _long(on_gpu: bool, fixed: dict):
+    graphs = (fixed["cuda_graph"],) if "cuda_graph" in fixed else (False, True)
+    if on_gpu:  # contexts of thousands of tokens, a drafter configured for 2048 among them
+        return long_context_configs(4, (1500, 4000), graphs, (64, 2048),
+                                    ("float32", "bfloat16"))
+    return long_context_configs(graphs=graphs)
+
+
+def _dist(on_gpu: bool, fixed: dict):
+    return distribution_configs((fixed["cuda_graph"],) if "cuda_graph" in fixed else (False, True))
+
+
+@dataclass(frozen=True)
+class Law:
+    prop: Callable
+    strategy: Callable  # (on_gpu, fixed axes) -> a Hypothesis strategy of configurations
+    config: type = RunConfig
+    examples: tuple = ()  # explicit examples of its own (kernel laws), besides the cases'
+
+
+LAWS: dict[str, Law] = {
+    "structure": Law(PROPERTIES["structure"], _runs()),
+    "kv_content": Law(PROPERTIES["kv_content"], _runs(sampled=True)),
+    "eager_vs_graph": Law(PROPERTIES["eager_vs_graph"], _runs(sampled=True)),
+    "lossless_greedy": Law(PROPERTIES["lossless_greedy"], _runs()),
+    "self_draft": Law(PROPERTIES["self_draft"], _runs()),
+    "finish": Law(prop_finish, _runs(sampled=True, stops=True)),
+    "long_context": Law(prop_long_context, _long),
+    "sampled_distribution": Law(prop_sampled_distribution, _dist, DistConfig),
+    "random_streams": Law(prop_random_streams, lambda on_gpu, fixed: stream_configs(),
+                          StreamConfig),
+    "sampling_vocab": Law(prop_sampling_vocab, lambda on_gpu, fixed: sampling_bounds_cases(),
+                          SamplingBoundsCase, tuple(BOUND_EXAMPLES)),
+    "sampling_edges": Law(prop_sampling_edges, lambda on_gpu, fixed: sampling_edges_cases(),
+                          SamplingEdgesCase, tuple(EDGE_EXAMPLES)),
+}
+ALL_PROPERTIES = {name: law.prop for name, law in LAWS.items()}
 
 
 @dataclass(frozen=True)
@@ -33,24 +92,16 @@ class Entry:
         return "-".join([self.prop] + [f"{k}={v}" for k, v in self.axes])
 
     def covers(self, cfg) -> bool:
-        return isinstance(cfg, RunConfig) and all(getattr(cfg, k) == v for k, v in self.axes)
+        return isinstance(cfg, LAWS[self.prop].config) and all(
+            getattr(cfg, k, None) == v for k, v in self.axes)
 
     def strategy(self, on_gpu: bool):
-        if self.prop == "sampling_vocab":
-            return sampling_bounds_cases()
-        # The CPU tier draws smaller runs; the GPU tier the full space (harness.md, tiers).
-        size = dict(max_batch=10) if on_gpu else dict(max_batch=10, max_prompt_len=24,
-                                                       max_new_tokens=16)
-        dtypes = ("float32", "bfloat16", "float16") if on_gpu else ("float32",)
-        fixed = {_AXIS_ARG[k]: (v,) for k, v in self.axes}
-        return run_configs(dtypes=dtypes, **fixed, **size)
+        return LAWS[self.prop].strategy(on_gpu, dict(self.axes))
 
     def examples(self) -> list:
         from cases import CASES
-        out = [c.example for c in CASES.values() if c.prop == self.prop
-               and (self.prop == "sampling_vocab" or self.covers(c.example))]
-        if self.prop == "sampling_vocab":
-            out += [e for e in BOUND_EXAMPLES if e not in out]
+        out = [c.example for c in CASES.values() if c.prop == self.prop and self.covers(c.example)]
+        out += [e for e in LAWS[self.prop].examples if e not in out]
         if self.prop in _FOUND:
             page = dict(self.axes).get("page_size", 1)
             draft = dict(self.axes).get("draft", "self")
@@ -75,10 +126,13 @@ def suite() -> list[Entry]:
     out = [Entry("structure", (("page_size", p), ("cuda_graph", g)))
            for p in (1, 4, 64) for g in (False, True)]
     out += [Entry("kv_content", (("draft", d), ("cuda_graph", g)))
-            for d in ("eagle", "self") for g in (False, True)]
+            for d in ("eagle", "self", "perturbed") for g in (False, True)]
     out += [Entry("eager_vs_graph", (("page_size", p), ("cuda_graph", True)), 3) for p in (1, 16)]
     out += [Entry("lossless_greedy", (("draft", d), ("page_size", p)), 2)
-            for d in ("eagle", "self") for p in (1, 4, 64)]
+            for d in ("eagle", "self", "perturbed") for p in (1, 4, 64)]
     out += [Entry("self_draft", (("page_size", p), ("draft", "self"))) for p in (1, 4, 64)]
-    out += [Entry("sampling_vocab")]
+    out += [Entry("finish", (("cuda_graph", g),), 2) for g in (False, True)]
+    out += [Entry("long_context", (("cuda_graph", g),), 2) for g in (False, True)]
+    out += [Entry("sampled_distribution", (("cuda_graph", g),), 2) for g in (False, True)]
+    out += [Entry("random_streams"), Entry("sampling_vocab"), Entry("sampling_edges")]
     return out

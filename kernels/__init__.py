@@ -15,6 +15,7 @@ from kernels.kv_move import move_kv_cache, move_kv_cache_ref
 from kernels.kv_store import store_kv_cache, store_kv_cache_ref
 from kernels.norm import rms_norm, rms_norm_ref
 from kernels.rope import rope_store_kv, rope_store_kv_ref
+from kernels.chain_sampling import chain_speculative_sampling, chain_speculative_sampling_ref
 from kernels.sampling import (tree_speculative_sampling_target_only,
                               tree_speculative_sampling_target_only_ref)
 from kernels.tree import (FULL_MASK, QLEN_ONLY, QLEN_ONLY_BITPACKING, build_tree_kernel_efficient,
@@ -33,5 +34,6 @@ __all__ = [
     "silu_mul", "silu_mul_ref",
     "store_kv_cache", "store_kv_cache_ref",
     "tree_speculative_sampling_target_only", "tree_speculative_sampling_target_only_ref",
+    "chain_speculative_sampling", "chain_speculative_sampling_ref",
     "verify_tree_greedy", "verify_tree_greedy_ref",
 ]

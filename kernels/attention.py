@@ -65,6 +65,11 @@ def _paged_attention_kernel(
     seq = tl.load(row_seq_ptr + r).to(tl.int64)
     m_start = tl.load(mstart_ptr + r).to(tl.int64)
     m_off = tl.load(moff_ptr + r).to(tl.int64)
+    # A row without a mask (m_off < 0) gets a mask start past every valid position, so the
+    # test in the loop is one block comparison (`pos >= m_start`). Folding the scalar
+    # `m_off >= 0` into the block mask instead is int data under the Triton 3.9 interpreter,
+    # whose loads reject it ('mask has unsupported dtype').
+    m_start = tl.where(m_off >= 0, m_start, kv_len.to(tl.int64))
 
     if SPLIT:
         # The chunk follows this row's kv_len (read on device), so every split of a row gets
@@ -94,7 +99,7 @@ def _paged_attention_kernel(
         slot = page.to(tl.int64) * page_size + pos % page_size
         # Positions at or past mask_start are visible only where the custom mask says so.
         midx = m_off + pos - m_start
-        need = valid & (m_off >= 0) & (pos >= m_start)
+        need = valid & (pos >= m_start)
         allowed = tl.load(mask_ptr + midx, mask=need & (midx < mask_numel), other=0)
         visible = valid & ((~need) | (allowed != 0))
 

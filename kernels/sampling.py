@@ -2,8 +2,12 @@
 
 Walk: as SGLang, in fp32 (prob_acc accumulates fp32; the division is round-to-nearest so
 GPU and reference agree bit for bit). Rows of target_probs/draft_probs are node local:
-row (b, node). A rejected sibling's draft prob is overwritten with its target prob, so the
-final residual relu(q - p) excludes tokens already tried.
+row (b, node). A candidate is accepted iff `coin < prob_acc / threshold_acc` (strict: coins
+lie in [0, 1), so a candidate of target probability 0 is never taken, conventions section
+12) or `p >= threshold_single` with p > 0. A rejected sibling's draft prob is overwritten
+with its target prob, so the final residual relu(q - p) excludes tokens already tried.
+The fault `coin_le_cdf_accepts_zero_prob` (SGLang #35798) compares `<=` here and `>=` in
+the final scan below, so coin 0 takes a leading token of probability 0.
 
 Final sampling, the one place we deviate in arithmetic: the residual r = relu(q - p),
 clamped to [0, 1] (NaN -> 0), is quantised to fixed point, R_i = trunc(r_i * 2^40) (int64),
@@ -12,8 +16,9 @@ sums are exact in any order, so the Triton block reductions/scans and the refere
 the same token on every backend (fp32 cumsums differ in the last ulp between reduction
 orders). Cost: a token with r < 2^-40 cannot be drawn, a distortion below vocab * 2^-40 in
 total variation. Overflow needs vocab >= 2^23. If u >= sum R (coin >= 1.0, or an all-zero
-residual) no index qualifies: we take the last index with R > 0, or 0 if none, so the token
-is always < vocab (the out-of-vocab bug of vLLM GHSA-8wr5-jm2h-8r4f; the fault
+residual) no index qualifies: we take the last index with R > 0, else the last index the
+target row supports (an empty residual after fp32 rounding rejected the whole support),
+else 0, so the token is always < vocab and never of probability 0 (the out-of-vocab bug of vLLM GHSA-8wr5-jm2h-8r4f; the fault
 `recovered_token_out_of_vocab` skips this clamp and returns the scan's `vocab`).
 
 Sibling scans are bounded by ndt steps (a malformed cyclic list cannot hang the GPU).
@@ -32,9 +37,13 @@ BLOCK_V = 1024
 
 
 @triton.jit
-def _residual_fixed(target_probs, draft_probs, base, idx, inb, use_p):
-    q = tl.load(target_probs + base + idx, mask=inb, other=0.0)
-    p = tl.load(draft_probs + base + idx, mask=inb & use_p, other=0.0)
+def _residual_fixed(target_probs, draft_probs, base, idx, vocab, p_len):
+    """relu(target - draft) of one row in 2^-40 fixed point; draft entries at or past p_len
+    read as 0 (p_len = vocab, or 0 to sample from the target row alone). Both masks are
+    block comparisons: a scalar boolean folded into a block mask (`inb & use_p`) is int data
+    under the Triton 3.9 interpreter, whose loads reject it ('mask has unsupported dtype')."""
+    q = tl.load(target_probs + base + idx, mask=idx < vocab, other=0.0)
+    p = tl.load(draft_probs + base + idx, mask=idx < p_len, other=0.0)
     r = q - p
     r = tl.where(r > 0, r, 0.0)  # relu; NaN -> 0
     r = tl.where(r < 1.0, r, 1.0)
@@ -42,10 +51,48 @@ def _residual_fixed(target_probs, draft_probs, base, idx, inb, use_p):
 
 
 @triton.jit
+def _final_draw(target_probs, draft_probs, base, p_len, coin_f, vocab, BLOCK: tl.constexpr,
+                OOV_FAULT: tl.constexpr, LE_FAULT: tl.constexpr):
+    """The fixed-point two-pass draw (module docstring) from relu(target - draft) of the row
+    at `base` (draft entries at or past p_len read as 0): the first index whose cumsum
+    exceeds u = trunc(coin_f * total), clamped into the vocabulary. Returns it as int64."""
+    total = tl.zeros([], dtype=tl.int64)
+    last_nz = tl.full([], -1, dtype=tl.int64)
+    last_q = tl.full([], -1, dtype=tl.int64)
+    start = tl.zeros([], dtype=tl.int64)
+    while start < vocab:  # pass 1: total mass, the last index with mass, with target mass
+        idx = start + tl.arange(0, BLOCK).to(tl.int64)
+        rf = _residual_fixed(target_probs, draft_probs, base, idx, vocab, p_len)
+        total += tl.sum(rf, axis=0)
+        last_nz = tl.maximum(last_nz, tl.max(tl.where(rf > 0, idx, -1), axis=0))
+        q = tl.load(target_probs + base + idx, mask=idx < vocab, other=0.0)
+        last_q = tl.maximum(last_q, tl.max(tl.where(q > 0, idx, -1), axis=0))
+        start += BLOCK
+    u = (coin_f.to(tl.float64) * total.to(tl.float64)).to(tl.int64)
+    sampled = tl.zeros([], dtype=tl.int64) + vocab
+    running = tl.zeros([], dtype=tl.int64)
+    start = tl.zeros([], dtype=tl.int64)
+    while (start < vocab) & (sampled == vocab):  # pass 2: first index with cumsum > u
+        idx = start + tl.arange(0, BLOCK).to(tl.int64)
+        rf = _residual_fixed(target_probs, draft_probs, base, idx, vocab, p_len)
+        cum = running + tl.cumsum(rf, axis=0)
+        hit = (cum >= u) if LE_FAULT else (cum > u)  # coin_le_cdf_accepts_zero_prob
+        sampled = tl.minimum(sampled, tl.min(tl.where((idx < vocab) & hit, idx, vocab), axis=0))
+        running += tl.sum(rf, axis=0)
+        start += BLOCK
+    if not OOV_FAULT:  # the fault: no clamp, an all-zero / NaN residual yields `vocab`
+        # An empty residual (every supported sibling rejected: fp32 rounding at a coin just
+        # below 1) falls back to a token the target supports, never to one of probability 0.
+        fallback = tl.where(last_nz >= 0, last_nz, tl.where(last_q >= 0, last_q, 0))
+        sampled = tl.where(sampled < vocab, sampled, fallback)
+    return sampled
+
+
+@triton.jit
 def _tree_sampling_kernel(predicts, accept_index, accept_num, candidates, r_index, r_next,
                           r_sib, uniform, uniform_final, target_probs, draft_probs,
                           threshold_single, threshold_acc, ndt, num_spec, vocab,
-                          BLOCK: tl.constexpr, OOV_FAULT: tl.constexpr):
+                          BLOCK: tl.constexpr, OOV_FAULT: tl.constexpr, LE_FAULT: tl.constexpr):
     bx = tl.program_id(0).to(tl.int64)
     row = bx * ndt
     coin = tl.load(uniform + row)
@@ -68,7 +115,9 @@ def _tree_sampling_kernel(predicts, accept_index, accept_num, candidates, r_inde
             off = (row + cur_node) * vocab + tok
             p = tl.load(target_probs + off)
             prob_acc += p
-            acc = (coin <= tl.math.div_rn(prob_acc, threshold_acc)) | (p >= threshold_single)
+            ratio = tl.math.div_rn(prob_acc, threshold_acc)
+            hit = (coin <= ratio) if LE_FAULT else (coin < ratio)  # coin_le_cdf_accepts_zero_prob
+            acc = hit | ((p > 0) & (p >= threshold_single))
             tl.store(draft_probs + off, p, mask=~acc)
             didx = tl.load(r_index + row + cur)
             tl.store(predicts + last, tok.to(tl.int32), mask=acc)
@@ -88,33 +137,11 @@ def _tree_sampling_kernel(predicts, accept_index, accept_num, candidates, r_inde
     # one thread, vector loads by all): make those writes visible block-wide.
     tl.debug_barrier()
 
-    use_p = n != num_spec - 1  # full depth accepted: sample from the target row alone
-    base = (row + cur_node) * vocab
-    total = tl.zeros([], dtype=tl.int64)
-    last_nz = tl.full([], -1, dtype=tl.int64)
-    start = tl.zeros([], dtype=tl.int64)
-    while start < vocab:  # pass 1: total mass and the last index with mass
-        idx = start + tl.arange(0, BLOCK).to(tl.int64)
-        inb = idx < vocab
-        rf = _residual_fixed(target_probs, draft_probs, base, idx, inb, use_p)
-        total += tl.sum(rf, axis=0)
-        last_nz = tl.maximum(last_nz, tl.max(tl.where(rf > 0, idx, -1), axis=0))
-        start += BLOCK
+    # Full depth accepted: sample from the target row alone (no draft entry is read).
+    p_len = tl.where(n != num_spec - 1, vocab, 0)
     coin_f = tl.load(uniform_final + bx)
-    u = (coin_f.to(tl.float64) * total.to(tl.float64)).to(tl.int64)
-    sampled = tl.zeros([], dtype=tl.int64) + vocab
-    running = tl.zeros([], dtype=tl.int64)
-    start = tl.zeros([], dtype=tl.int64)
-    while (start < vocab) & (sampled == vocab):  # pass 2: first index with cumsum > u
-        idx = start + tl.arange(0, BLOCK).to(tl.int64)
-        inb = idx < vocab
-        rf = _residual_fixed(target_probs, draft_probs, base, idx, inb, use_p)
-        cum = running + tl.cumsum(rf, axis=0)
-        sampled = tl.minimum(sampled, tl.min(tl.where(inb & (cum > u), idx, vocab), axis=0))
-        running += tl.sum(rf, axis=0)
-        start += BLOCK
-    if not OOV_FAULT:  # the fault: no clamp, an all-zero / NaN residual yields `vocab`
-        sampled = tl.where(sampled < vocab, sampled, tl.where(last_nz >= 0, last_nz, 0))
+    sampled = _final_draw(target_probs, draft_probs, (row + cur_node) * vocab, p_len, coin_f,
+                          vocab, BLOCK, OOV_FAULT, LE_FAULT)
     tl.store(predicts + last, sampled.to(tl.int32))
 
 
@@ -137,11 +164,16 @@ def tree_speculative_sampling_target_only(predicts, accept_index, accept_token_n
         retrieve_next_sibling.contiguous(), uniform_samples.contiguous(),
         uniform_samples_for_final_sampling.contiguous(), target_probs.contiguous(), draft_probs,
         float(threshold_single), float(threshold_acc), ndt, accept_index.shape[1], vocab,
-        BLOCK=min(BLOCK_V, triton.next_power_of_2(vocab)), OOV_FAULT=_oov_fault())
+        BLOCK=min(BLOCK_V, triton.next_power_of_2(vocab)), OOV_FAULT=_oov_fault(),
+        LE_FAULT=_le_fault())
 
 
 def _oov_fault() -> bool:
     return faults.on("recovered_token_out_of_vocab")
+
+
+def _le_fault() -> bool:
+    return faults.on("coin_le_cdf_accepts_zero_prob")
 
 
 def _fixed_residual_ref(q, p):
@@ -149,6 +181,26 @@ def _fixed_residual_ref(q, p):
     r = torch.where(r > 0, r, torch.zeros_like(r))
     r = torch.where(r < 1.0, r, torch.ones_like(r))
     return (r * FIXED_SCALE).to(torch.int64)
+
+
+def _final_draw_ref(q, p, coin) -> int:
+    """`_final_draw` in torch: q the target row, p the draft row (zeros: the target alone),
+    coin the final coin (a 0-d tensor or float)."""
+    rf = _fixed_residual_ref(q, p)
+    total = int(rf.sum())
+    u = int(float(coin) * float(total))
+    cum = torch.cumsum(rf, 0)
+    hits = torch.nonzero(cum >= u if _le_fault() else cum > u)  # coin_le_cdf_accepts_zero_prob
+    if hits.numel():
+        return int(hits[0, 0])
+    if _oov_fault():  # the fault: the unclamped scan result
+        return rf.shape[0]
+    # coin >= 1 or an empty residual: never past the vocabulary, never a token without mass
+    nz = torch.nonzero(rf > 0)
+    if nz.numel():
+        return int(nz[-1, 0])
+    nq = torch.nonzero(q.float() > 0)
+    return int(nq[-1, 0]) if nq.numel() else 0
 
 
 def tree_speculative_sampling_target_only_ref(predicts, accept_index, accept_token_num,
@@ -165,7 +217,7 @@ def tree_speculative_sampling_target_only_ref(predicts, accept_index, accept_tok
     f32 = lambda x: torch.tensor(x, dtype=torch.float32)  # noqa: E731
     t_single, t_acc = f32(threshold_single), f32(threshold_acc)
     tp = target_probs.float()
-    oov_fault = _oov_fault()
+    le_fault = _le_fault()
     for bx in range(bs):
         prob_acc, cur_node = f32(0.0), 0
         coin = uniform_samples[bx, 0].float().cpu()
@@ -180,7 +232,9 @@ def tree_speculative_sampling_target_only_ref(predicts, accept_index, accept_tok
                 tok = cand[bx][cur]
                 p = tp[bx, cur_node, tok].cpu()
                 prob_acc = prob_acc + p
-                if bool(coin <= prob_acc / t_acc) or bool(p >= t_single):
+                ratio = prob_acc / t_acc
+                hit = coin <= ratio if le_fault else coin < ratio  # coin_le_cdf_accepts_zero_prob
+                if bool(hit) or (bool(p > 0) and bool(p >= t_single)):
                     prob_acc, cur_node = f32(0.0), cur
                     coin = uniform_samples[bx, cur].float().cpu()
                     predicts[last] = tok
@@ -195,15 +249,4 @@ def tree_speculative_sampling_target_only_ref(predicts, accept_index, accept_tok
         accept_token_num[bx] = n
         q = tp[bx, cur_node]
         p = draft_probs[bx, cur_node].float() if n != num_spec - 1 else torch.zeros_like(q)
-        rf = _fixed_residual_ref(q, p)
-        total = int(rf.sum())
-        u = int(float(uniform_samples_for_final_sampling[bx].float()) * float(total))
-        hits = torch.nonzero(torch.cumsum(rf, 0) > u)
-        if hits.numel():
-            sampled = int(hits[0, 0])
-        elif oov_fault:  # the fault: the unclamped scan result
-            sampled = rf.shape[0]
-        else:  # coin >= 1 or empty residual: never step past the vocabulary
-            nz = torch.nonzero(rf > 0)
-            sampled = int(nz[-1, 0]) if nz.numel() else 0
-        predicts[last] = sampled
+        predicts[last] = _final_draw_ref(q, p, uniform_samples_for_final_sampling[bx].float())

@@ -31,7 +31,8 @@ def _until_eos(ids: list[int], eos: list[int]) -> list[int]:
 def _generate(args) -> int:
     from specdec.loading import is_checkpoint_dir
     from specdec.loading.config import eos_token_ids
-    spec = None if args.no_spec else SpecConfig(args.topk, args.steps, args.ndt or 0)
+    spec = None if args.no_spec else SpecConfig(args.topk, args.steps, args.ndt or 0,
+                                                 args.draft_sampling)
     codec = _codec(args)
     if codec is not None:
         prompts = [codec.encode(p) for p in args.prompt]
@@ -42,9 +43,12 @@ def _generate(args) -> int:
             raise SystemExit(f"--prompt takes space-separated token ids (or text, with a "
                              f"tokenizer), got {args.prompt!r}") from None
     eng = Engine(model=args.model, spec=spec, draft=args.draft, page_size=args.page_size,
-                 device=args.device, dtype=args.dtype, seed=args.seed, max_context=args.max_context)
+                 device=args.device, dtype=args.dtype, seed=args.seed, max_context=args.max_context,
+                 draft_max_position=args.draft_max_position)
     t0 = time.perf_counter()
-    outs = eng.generate(prompts, max_new_tokens=args.max_new_tokens)
+    outs = eng.generate(prompts, max_new_tokens=args.max_new_tokens,
+                        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
+                        seed=args.seed if args.temperature > 0 else None)
     dt = time.perf_counter() - t0
     eos = eos_token_ids(args.model) if is_checkpoint_dir(args.model) else []
     for text, p, o in zip(args.prompt, prompts, outs):
@@ -118,8 +122,17 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"a shape name ({', '.join(sorted(MODEL_SHAPES))}) or a Hugging Face "
                         "LlamaForCausalLM directory (config.json + *.safetensors)")
     g.add_argument("--draft", default="eagle",
-                   help="eagle, self, a model shape name, or a directory: an EAGLE head or a "
+                   help="eagle, self, perturbed[:scale] (the target with seeded noise: tunable "
+                        "acceptance), a model shape name, or a directory: an EAGLE head or a "
                         "standalone Llama draft")
+    g.add_argument("--draft-sampling", default="greedy", choices=["greedy", "probabilistic"],
+                   help="probabilistic: sampled chains draft from the draft's q, accept min(1, p/q)")
+    g.add_argument("--draft-max-position", type=int, default=None,
+                   help="the drafter's own configured max_position (its RoPE table still "
+                        "covers --max-context)")
+    g.add_argument("--temperature", type=float, default=0.0, help="0: greedy")
+    g.add_argument("--top-k", type=int, default=0)
+    g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--tokenizer", default=None,
                    help="directory with tokenizer.json (default: --model's, if it has one); "
                         "with a tokenizer, prompts are text")

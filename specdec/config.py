@@ -39,6 +39,13 @@ MODEL_SHAPES: dict[str, ModelConfig] = {
                         num_heads=4, num_kv_heads=2, head_dim=16),
     "tiny-tied": ModelConfig(vocab_size=320, hidden_size=64, intermediate_size=128, num_layers=2,
                              num_heads=4, num_kv_heads=2, head_dim=16, tie_word_embeddings=True),
+    # Long-context tests, scaled down: llama3 RoPE scaling whose original length (128) the CPU
+    # tier crosses within a few hundred positions, and room for the GPU tier's thousands.
+    "tiny-long": ModelConfig(vocab_size=320, hidden_size=64, intermediate_size=128, num_layers=2,
+                             num_heads=4, num_kv_heads=2, head_dim=16, max_position=8192,
+                             rope_scaling={"rope_type": "llama3", "factor": 8.0,
+                                           "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                           "original_max_position_embeddings": 128}),
     "small": ModelConfig(vocab_size=4096, hidden_size=512, intermediate_size=1408, num_layers=4,
                          num_heads=8, num_kv_heads=4, head_dim=64),
     "llama-1b": ModelConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192,
@@ -56,6 +63,9 @@ def model_config(name: str) -> ModelConfig:
     return MODEL_SHAPES[name]
 
 
+DRAFT_SAMPLING = ("greedy", "probabilistic")
+
+
 def max_draft_tokens(topk: int, num_steps: int) -> int:
     """The most tree nodes (root included) that topk and num_steps can produce."""
     return topk + (num_steps - 1) * topk * topk + 1
@@ -63,11 +73,16 @@ def max_draft_tokens(topk: int, num_steps: int) -> int:
 
 @dataclass(frozen=True)
 class SpecConfig:
-    """EAGLE drafting: branching factor, draft depth and verify-tree size (root included)."""
+    """EAGLE drafting: branching factor, draft depth and verify-tree size (root included).
+
+    draft_sampling: "greedy" drafts the draft's top tokens; "probabilistic" samples a chain's
+    drafts (topk 1) from the draft's filtered distribution q for sampled requests and accepts
+    with probability min(1, p/q) (conventions section 12). Trees keep the target-only rule."""
 
     topk: int = 1
     num_steps: int = 3
     num_draft_tokens: int = field(default=0)
+    draft_sampling: str = "greedy"
 
     def __post_init__(self) -> None:
         if self.topk < 1:
@@ -88,12 +103,20 @@ class SpecConfig:
                 f"num_draft_tokens={ndt} is not in [2, {top}] (topk={self.topk}, "
                 f"num_steps={self.num_steps} give at most topk + (num_steps-1)*topk^2 + 1 = {top})"
             )
+        if self.draft_sampling not in DRAFT_SAMPLING:
+            raise ValueError(f"draft_sampling={self.draft_sampling!r}: expected one of "
+                             f"{list(DRAFT_SAMPLING)}")
         if ndt > 64:
             raise ValueError(f"num_draft_tokens={ndt} exceeds the supported maximum of 64")
 
     @property
     def ndt(self) -> int:
         return self.num_draft_tokens
+
+    @property
+    def probabilistic(self) -> bool:
+        """Sampled requests draft by sampling (chains only; trees draft their top tokens)."""
+        return self.draft_sampling == "probabilistic" and self.topk == 1
 
     def check_vocab(self, vocab_size: int) -> None:
         if self.topk > vocab_size:

@@ -1,6 +1,7 @@
 """The public engine: `Engine(...).generate(prompts)`, speculative or plain greedy."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -14,8 +15,11 @@ from specdec.memory.manager import MemoryManager
 from specdec.memory.req_pool import DraftStatePool
 from specdec.kernel_set import kernel_set
 from specdec.loading import is_checkpoint_dir, load_drafter, load_llama, resolve_model_config
+from specdec import faults
 from specdec.model.eagle import EagleHead
+from specdec.model.layers import RotaryEmbedding
 from specdec.model.llama import LlamaModel, fuse_weights, init_weights
+from specdec.model.perturbed import parse_perturbed, perturbed_copy
 from specdec.graphs.runner import DEFAULT_BUCKETS
 from specdec.request import Req
 from specdec.sampling_params import SamplingParams
@@ -48,7 +52,11 @@ class Engine:
                  dtype: str = "float32", seed: int = 0, max_batch: int = 32,
                  max_context: int = 512, num_pages: int | None = None,
                  attention: str | None = None, cuda_graph_bs: list[int] | None = None,
-                 batch_invariant: bool = False) -> None:
+                 batch_invariant: bool = False, draft_max_position: int | None = None) -> None:
+        """draft: 'eagle' (a seeded EAGLE head), 'self' (the target drafts for itself),
+        'perturbed[:scale]' (the target with seeded noise: tunable acceptance), a model shape
+        name, or a checkpoint directory. draft_max_position: the drafter's own configured
+        max_position (an EAGLE config may say 2048); its RoPE table still covers max_context."""
         if page_size < 1 or page_size > 64 or page_size & (page_size - 1):
             raise ValueError(f"page_size={page_size}: must be a power of two from 1 to 64")
         if dtype not in DTYPES:
@@ -78,7 +86,13 @@ class Engine:
         # A checkpoint directory's weights are loaded as they are (no seeded init).
         self.target = (load_llama(model, self.device, self.dtype, self.cfg)
                        if is_checkpoint_dir(model) else self._build(LlamaModel(self.cfg), seed))
-        self.drafter = self._build_drafter(draft, seed) if spec is not None else None
+        if draft_max_position is not None and (not isinstance(draft_max_position, int)
+                                               or draft_max_position < 1):
+            raise ValueError(f"draft_max_position={draft_max_position!r} must be an integer >= 1")
+        self.drafter = (self._build_drafter(draft, seed, draft_max_position)
+                        if spec is not None else None)
+        if self.drafter is not None and self.drafter is not self.target:
+            self._cover_context(self.drafter)
         for m in (self.target, self.drafter):
             if m is not None:
                 fuse_weights(m)  # one GEMM for q/k/v and for gate/up
@@ -94,7 +108,8 @@ class Engine:
             dcfg = self.drafter.cfg
             self.draft_backend = self._backend(impl, dcfg, slots, layers=len(self.drafter.layers))
             self.draft_state = DraftStatePool(max_batch, dcfg.hidden_size, spec.topk, self.dtype,
-                                              self.device)
+                                              self.device,
+                                              self.cfg.vocab_size if spec.probabilistic else 0)
         if cuda_graph and self.device.type != "cuda" and impl == "triton":
             raise ValueError("cuda_graph=True on CPU uses the graph stand-in, which replays torch "
                              "ops only: use attention='torch' (the CPU default) there")
@@ -111,24 +126,43 @@ class Engine:
         init_weights(module, seed)
         return module.to(device=self.device, dtype=self.dtype).eval()
 
-    def _build_drafter(self, draft: str, seed: int):
+    def _build_drafter(self, draft: str, seed: int, max_position: int | None):
+        own = None if max_position is None else dataclasses.replace(self.cfg,
+                                                                   max_position=max_position)
         if draft == "eagle":
-            head = EagleHead(self.cfg, self.target)
+            head = EagleHead(own or self.cfg, self.target)
             head.init_from_target(seed + 1)
             return head.to(device=self.device, dtype=self.dtype).eval()
         if draft == "self":
+            if max_position is not None:
+                raise ValueError("draft='self' is the target itself: it has the target's "
+                                 "max_position; draft_max_position applies to other drafters")
             return self.target
+        scale = parse_perturbed(draft)
+        if scale is not None:
+            return perturbed_copy(self.target, scale, seed + 3, max_position)
         if is_checkpoint_dir(draft):  # an EAGLE head or a standalone Llama, weights as loaded
             return load_drafter(draft, self.target, self.device, self.dtype)
         try:
             dcfg = model_config(draft)
         except ValueError:
-            raise ValueError(f"draft={draft!r}: expected 'eagle', 'self', a model shape name or "
-                             "a checkpoint directory") from None
+            raise ValueError(f"draft={draft!r}: expected 'eagle', 'self', 'perturbed[:scale]', "
+                             "a model shape name or a checkpoint directory") from None
+        if max_position is not None:
+            dcfg = dataclasses.replace(dcfg, max_position=max_position)
         if dcfg.vocab_size != self.cfg.vocab_size:
             raise ValueError(f"draft model {draft!r} has vocab {dcfg.vocab_size}, the target "
                              f"{self.cfg.vocab_size}: they must match")
         return self._build(LlamaModel(dcfg), seed + 2)
+
+    def _cover_context(self, drafter) -> None:
+        """The drafter's RoPE table must cover every position the engine runs, whatever its
+        own config says (vLLM #48894 sized it by the draft's max_position: 2048 rows)."""
+        own = drafter.cfg.max_position
+        rows = own if faults.on("draft_rope_table_short") else max(own, self.max_context)
+        if drafter.rope.cos.shape[0] != rows:
+            table = RotaryEmbedding.for_config(dataclasses.replace(drafter.cfg, max_position=rows))
+            drafter.rope = table.to(self.device)
 
     def _backend(self, impl, cfg, slots, layers=None):
         pool = KVPool(layers or cfg.num_layers, slots, cfg.num_kv_heads, cfg.head_dim,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from specdec import faults
 from specdec.sampling_params import GREEDY, SamplingParams
 
 
@@ -24,7 +25,19 @@ class Req:
 
     @property
     def done(self) -> bool:
-        return len(self.output) >= self.max_new_tokens or self.stop_index() is not None
+        return self.finish()[0] is not None
+
+    def finish(self) -> tuple[str | None, int]:
+        """(finish reason, visible length): ("stop", i + 1) at the first stop token i within
+        max_new_tokens, else ("length", max_new_tokens) once that many exist, else (None, all).
+        The stop check comes first: one round may accept a stop token and run past the cap."""
+        n = len(self.output)
+        if faults.on("finish_cap_before_stop") and n >= self.max_new_tokens:
+            return "length", self.max_new_tokens  # SGLang #33758: the cap checked first
+        i = self.stop_index()
+        if i is not None:
+            return "stop", i + 1
+        return ("length", self.max_new_tokens) if n >= self.max_new_tokens else (None, n)
 
     def stop_index(self) -> int | None:
         """Index in output of the first stop token within max_new_tokens, else None."""
@@ -38,8 +51,7 @@ class Req:
     def visible_output(self) -> list[int]:
         """What the caller sees: at most max_new_tokens, cut just after the first stop token
         (tokens a round accepted past it are dropped)."""
-        i = self.stop_index()
-        return self.output[:self.max_new_tokens if i is None else i + 1]
+        return self.output[:self.finish()[1]]
 
     @property
     def prefill_tokens(self) -> list[int]:

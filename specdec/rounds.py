@@ -65,7 +65,7 @@ class RoundRunner:
         logits, hidden = run_forward(e.target, e.target_backend, fb, last, e.recorder)
         # Coins keyed by the position of the token chosen (here: the prefill length).
         bonus = choose_tokens(e.kernels, logits,
-                              batch_sampling(reqs, e.seed, lens, 1, self.dev)).tolist()
+                              batch_sampling(reqs, e.seed, lens, 0, self.dev)).tolist()
         for r, n, b in zip(reqs, lens, bonus):
             r.seq_len, r.output = n, r.output or [b]  # a resumed request keeps its pending bonus
         if e.spec is not None:
@@ -109,7 +109,7 @@ class RoundRunner:
                                    [r.pending_token for r in reqs])
         live = {"input_ids": ids, "positions": seq, "req_pool_indices": rows, "seq_lens": seq}
         logits = self.decode_runner.run(live, len(reqs))["logits"]
-        bsamp = batch_sampling(reqs, e.seed, [r.seq_len + 1 for r in reqs], 1, self.dev)
+        bsamp = batch_sampling(reqs, e.seed, [r.seq_len + 1 for r in reqs], 0, self.dev)
         for r, t in zip(reqs, choose_tokens(e.kernels, logits, bsamp).tolist()):
             r.output.append(t)
             r.seq_len += 1
@@ -131,18 +131,19 @@ class RoundRunner:
         if e.recorder is not None:
             e.recorder.begin_round(rows, seq, e.req_to_token)
 
+        # Coins of the three streams (specdec/random_streams.py): num_steps for the draft's
+        # noise, one per tree node for acceptance, one for the final draw, per request.
+        bsamp = batch_sampling(reqs, e.seed, [r.seq_len + 1 for r in reqs], spec.ndt, self.dev,
+                               spec.num_steps if spec.probabilistic else 0)
         if pt is not None:
             pt.mark("host")
-        tree = self.draft.decode(rows, seq, prefix, branch_pos)
+        tree = self.draft.decode(rows, seq, prefix, branch_pos, bsamp)
         if pt is not None:
             pt.mark("draft_decode")
         if e.recorder is not None:
             e.recorder.on_draft(tree)
         built = self.verifier.build_tree(pending, tree, seq, seq_sum)
-        # ndt coins for the walk (indexed by node) and one for the final draw, per request.
-        bsamp = batch_sampling(reqs, e.seed, [r.seq_len + 1 for r in reqs], spec.ndt + 1,
-                               self.dev)
-        res = self.verifier.verify(rows, seq, seq_sum, built, bsamp)
+        res = self.verifier.verify(rows, seq, seq_sum, built, bsamp, tree.draft_probs)
 
         if pt is not None:
             pt.mark("accept_compact")
@@ -162,8 +163,10 @@ class RoundRunner:
         accepted = [flat[b * width:(b + 1) * width] for b in range(bs)]
         if faults.on("bonus_stride_ndt"):  # the historical bug: stride ndt, not num_steps + 1
             accepted = [(flat[b * spec.ndt:] + [0] * spec.ndt)[:width] for b in range(bs)]
-        for r, a, toks in zip(reqs, accept_lens, accepted):
-            r.output.extend(toks[:a])
+        # Each request's own accept length slices its own tokens (SGLang #28496 used one).
+        taken = [accept_lens[0]] * bs if faults.on("unequal_accept_slicing") else accept_lens
+        for r, a, n, toks in zip(reqs, accept_lens, taken, accepted):
+            r.output.extend(toks[:n])
             r.seq_len += a
         for r in reqs:
             e.memory.shrink(r, r.seq_len + 1)

@@ -3,9 +3,8 @@
 Greedy requests never come here: their path stays the argmax one, bit for bit.
 - probs: softmax((logits - rowmax) / T), then top-k, then top-p, renormalised, in fp32.
   Subtracting the row max first keeps a tiny T from overflowing into inf / NaN.
-- coins: a request's random numbers depend only on (its seed, the position of the first token
-  being chosen), never on the batch or the round: a CPU torch.Generator seeded per request per
-  step, drawing a fixed number of coins, moved to the device afterwards.
+- coins: three independent streams (draft noise, acceptance, final draw), each keyed by the
+  request's seed and the step's position, never by the batch (specdec/random_streams.py).
 - tokens are drawn by `tree_speculative_sampling_target_only` on a one-node tree (root only, no
   drafts): the same fixed-point sampler as the speculative verify, on every backend.
 """
@@ -15,25 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
-_MASK64 = (1 << 64) - 1
-
-
-def _splitmix64(x: int) -> int:
-    x = (x + 0x9E3779B97F4A7C15) & _MASK64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
-    return x ^ (x >> 31)
-
-
-def mix_seed(a: int, b: int) -> int:
-    """A 63-bit seed from two integers; stable across processes (unlike a salted hash)."""
-    return _splitmix64(_splitmix64(a & _MASK64) ^ (b & _MASK64)) >> 1
-
-
-def request_seed(req, engine_seed: int) -> int:
-    """SamplingParams.seed, else one derived from the engine seed and the request id."""
-    s = req.sampling.seed
-    return s if s is not None else mix_seed(engine_seed + (1 << 32), req.rid)
+from specdec import faults
+from specdec.random_streams import ACCEPT, DRAFT, FINAL, request_seed, stream_coins
 
 
 @dataclass
@@ -44,50 +26,95 @@ class BatchSampling:
     temperature: torch.Tensor   # [ns] fp32
     top_k: torch.Tensor         # [ns] int64, 0 = no cut
     top_p: torch.Tensor         # [ns] fp32
-    coins: torch.Tensor         # [ns, n_coins] fp32; column 0 is the final-draw coin
+    accept_coins: torch.Tensor  # [ns, n_accept] fp32: coin j decides node j's children
+    final_coins: torch.Tensor   # [ns] fp32: the bonus / recovery / one-token draw
+    draft_coins: torch.Tensor   # [ns, n_draft] fp32: draft token i (probabilistic drafting)
     cuts_top_k: bool            # some row has top_k > 0 (else the top-k sort is skipped)
     cuts_top_p: bool            # some row has top_p < 1 (else the top-p sort is skipped)
 
 
-def batch_sampling(reqs, engine_seed: int, positions: list[int], n_coins: int,
-                   device) -> BatchSampling | None:
+def batch_sampling(reqs, engine_seed: int, positions: list[int], n_accept: int, device,
+                   n_draft: int = 0) -> BatchSampling | None:
     """None when every request is greedy. positions[i]: where request i's first new token goes
-    (the coin key, with its seed)."""
+    (the coins' key, with its seed: specdec/random_streams.py)."""
     idx = [i for i, r in enumerate(reqs) if not r.sampling.greedy]
     if not idx:
         return None
-    coins = torch.stack([torch.rand(n_coins, generator=torch.Generator().manual_seed(
-        mix_seed(request_seed(reqs[i], engine_seed), positions[i]))) for i in idx])
+    seeds = [(request_seed(reqs[i], engine_seed), positions[i]) for i in idx]
+    # The draft's noise has a stream of its own (vLLM #54282 keyed it like the acceptance coin).
+    draft = ACCEPT if faults.on("draft_noise_shares_accept_stream") else DRAFT
+
+    def coins(stream, n):
+        return torch.stack([stream_coins(stream, s, pos, n) for s, pos in seeds]).to(device)
     sp = [reqs[i].sampling for i in idx]
     return BatchSampling(
         torch.tensor(idx, dtype=torch.int64, device=device),
         torch.tensor([s.temperature for s in sp], dtype=torch.float32, device=device),
         torch.tensor([s.top_k for s in sp], dtype=torch.int64, device=device),
         torch.tensor([s.top_p for s in sp], dtype=torch.float32, device=device),
-        coins.to(device), any(s.top_k > 0 for s in sp), any(s.top_p < 1.0 for s in sp))
+        coins(ACCEPT, n_accept), coins(FINAL, 1)[:, 0], coins(draft, n_draft),
+        any(s.top_k > 0 for s in sp), any(s.top_p < 1.0 for s in sp))
+
+
+def draft_inputs(bsamp: BatchSampling | None, bs: int, steps: int,
+                 device) -> dict[str, torch.Tensor]:
+    """Probabilistic drafting's per-row knobs and draft coins for all bs rows of a round
+    (greedy rows keep temperature 0: they draft the argmax)."""
+    f32 = torch.float32
+    out = {"temperature": torch.zeros(bs, dtype=f32, device=device),
+           "top_k": torch.zeros(bs, dtype=torch.int64, device=device),
+           "top_p": torch.ones(bs, dtype=f32, device=device),
+           "draft_coins": torch.zeros(bs, steps, dtype=f32, device=device)}
+    if bsamp is not None:
+        for name, x in (("temperature", bsamp.temperature), ("top_k", bsamp.top_k),
+                        ("top_p", bsamp.top_p), ("draft_coins", bsamp.draft_coins)):
+            out[name].index_copy_(0, bsamp.rows, x)
+    out["draft_coins"] = out["draft_coins"].reshape(-1)
+    return out
 
 
 def target_probs(logits: torch.Tensor, bsamp: BatchSampling) -> torch.Tensor:
     """logits [ns, R, V] (R rows per request) -> filtered, renormalised fp32 probs."""
+    return filtered_probs(logits, bsamp.temperature, bsamp.top_k, bsamp.top_p,
+                          bsamp.cuts_top_k, bsamp.cuts_top_p)
+
+
+def filtered_probs(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
+                   top_p: torch.Tensor, cut_k: bool = True, cut_p: bool = True) -> torch.Tensor:
+    """logits [n, R, V] with per-request knobs [n] -> softmax(logits / T), top-k, then top-p,
+    renormalised, fp32. cut_k / cut_p False skip a cut no row asks for (host flags: a
+    captured graph passes True, and top_k 0 / top_p 1 then keep everything)."""
     x = logits.float()
-    x = (x - x.amax(-1, keepdim=True)) / bsamp.temperature[:, None, None]
+    x = (x - x.amax(-1, keepdim=True)) / temperature[:, None, None]
     vocab = x.shape[-1]
-    if bsamp.cuts_top_k:  # two full-vocab sorts per row are the cost: only when asked for
+    if cut_k:  # two full-vocab sorts per row are the cost: only when asked for
         srt = torch.sort(x, dim=-1, descending=True).values
-        k = torch.where(bsamp.top_k > 0, bsamp.top_k, vocab).clamp(max=vocab)
+        k = torch.where(top_k > 0, top_k, vocab).clamp(max=vocab)
         kth = srt.gather(-1, (k - 1)[:, None, None].expand(-1, x.shape[1], 1))
         x = x.masked_fill(x < kth, float("-inf"))  # ties with the k-th logit stay
     probs = torch.softmax(x, dim=-1)
-    if not bsamp.cuts_top_p:
+    if not cut_p:
         return probs
     p_sorted, order = torch.sort(probs, dim=-1, descending=True)
     # Keep a token while the mass strictly before it is below top_p (the first always stays).
     # top_p == 1 keeps everything (an fp32 cumsum may pass 1.0 in the tail).
-    top_p = bsamp.top_p[:, None, None]
+    top_p = top_p[:, None, None]
     drop_sorted = ((torch.cumsum(p_sorted, -1) - p_sorted) >= top_p) & (top_p < 1.0)
     drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
     probs = probs.masked_fill(drop, 0.0)
     return probs / probs.sum(-1, keepdim=True)
+
+
+def draw_from(probs: torch.Tensor, coins: torch.Tensor) -> torch.Tensor:
+    """One token per row of probs [n, V] by inverse CDF: the first i whose cumulative mass
+    exceeds coin * total (strict, so a token of probability 0 is never drawn; past the end,
+    the last token with mass). No host sync: runs inside captured graphs (the draft's noise)."""
+    cdf = probs.double().cumsum(-1)
+    u = (coins.double() * cdf[:, -1])[:, None]
+    tok = torch.searchsorted(cdf, u, right=True)[:, 0]
+    idx = torch.arange(probs.shape[-1], device=probs.device)
+    last = torch.where(probs > 0, idx, 0).amax(-1)
+    return torch.where(tok < probs.shape[-1], tok, last)
 
 
 def sample_tokens(kernels, probs: torch.Tensor, final_coins: torch.Tensor) -> torch.Tensor:
@@ -110,5 +137,5 @@ def choose_tokens(kernels, logits: torch.Tensor, bsamp: BatchSampling | None) ->
     tokens = torch.argmax(logits, dim=-1)
     if bsamp is not None:
         probs = target_probs(logits[bsamp.rows][:, None, :], bsamp)[:, 0]
-        tokens[bsamp.rows] = sample_tokens(kernels, probs, bsamp.coins[:, 0])
+        tokens[bsamp.rows] = sample_tokens(kernels, probs, bsamp.final_coins)
     return tokens

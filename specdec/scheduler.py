@@ -123,8 +123,7 @@ class Scheduler:
             self.running.remove(r)
             self.e.memory.release(r)
             del self.live[r.rid]
-            reason = "length" if r.stop_index() is None else "stop"
-            out.append(_output(r, reason))
+            out.append(_output(r, r.finish()[0]))
             self.finished[r.rid] = out[-1]
         return out
 

@@ -3,11 +3,14 @@
 What it models: capture runs the function once, eagerly, and records every aten op it
 dispatches, with its tensor arguments by identity and its non-tensor arguments by value.
 Replay re-executes that op list against the same tensors, writing each op's result into the
-tensor object capture produced. So, as on a GPU:
+tensor object capture produced; allocations (empty, empty_like, ...) are not re-run, so
+memory the graph allocated keeps whatever the previous replay left there. So, as on a GPU:
 - Python control flow and host scalars are frozen at capture time;
 - a static input must be updated in place: a rebound attribute is never read by replay;
 - an output tensor kept across a replay is overwritten by the next replay;
-- in-place updates of static buffers (positions.add_) happen again at every replay.
+- in-place updates of static buffers (positions.add_) happen again at every replay;
+- a buffer allocated inside capture and only partly written holds the last replay's rows
+  (state a larger batch left in its bucket is what a smaller batch then reads).
 A host sync inside capture (.item(), bool(tensor), nonzero, repeat_interleave without
 output_size) raises GraphCaptureError, as cudaStreamCaptureStatus would make it fail.
 
@@ -22,6 +25,16 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+# Allocations: a real replay does not run them, so memory a graph allocated keeps what the
+# last replay of that graph left in it. Replay skips them too (re-running them would hand
+# fresh memory to whatever reads it before writing, hiding state a GPU keeps).
+_ALLOC_OPS = {
+    torch.ops.aten.empty.memory_format,
+    torch.ops.aten.empty_like.default,
+    torch.ops.aten.empty_strided.default,
+    torch.ops.aten.new_empty.default,
+    torch.ops.aten.new_empty_strided.default,
+}
 _SYNC_OPS = {
     torch.ops.aten._local_scalar_dense.default,
     torch.ops.aten.is_nonzero.default,
@@ -66,6 +79,8 @@ class CPUGraph:
         if self._ops is None:
             raise GraphCaptureError("replay() before capture()")
         for func, args, kwargs, captured, aliased in self._ops:
+            if func in _ALLOC_OPS:
+                continue
             new = func(*args, **kwargs)
             if aliased:  # in-place ops and views: the captured tensor already shares memory
                 continue

@@ -8,6 +8,7 @@ import torch
 from specdec import faults
 from specdec.attention.forward_batch import ForwardBatch
 from specdec.forward import run_forward
+from specdec.sampler import draft_inputs
 from specdec.spec.select import fast_topk
 
 
@@ -19,6 +20,7 @@ class DraftTree:
     top_scores_index: torch.Tensor   # [bs, ndt-1] global candidate indices, ascending
     draft_tokens: torch.Tensor       # [bs, ndt-1]
     out_cache_loc: torch.Tensor      # [bs*topk*num_steps] draft write slots, layout [bs, topk, steps]
+    draft_probs: torch.Tensor | None = None  # probabilistic: [bs, num_steps, V], q of draft i
 
 
 class DraftWorker:
@@ -44,7 +46,7 @@ class DraftWorker:
         """Draft over whole prompts (ragged, always eager); keep each last row's candidates."""
         logits, hidden = run_forward(self.drafter, self.backend, fb, logit_rows, self.e.recorder)
         topk_p, topk_index = fast_topk(torch.softmax(logits, dim=-1), self.spec.topk)
-        self.state.store(fb.req_pool_indices, hidden[logit_rows], topk_p, topk_index)
+        self.state.store(fb.req_pool_indices, hidden[logit_rows], topk_p, topk_index, logits)
 
     def extend_after_decode(self, live: dict[str, torch.Tensor]) -> None:
         """The extend's forward stores the next round's candidates and hidden state itself."""
@@ -56,14 +58,19 @@ class DraftWorker:
             # stale static buffers instead of this run's outputs.
             stale = {k: v[:bs] for k, v in runner.outputs[runner.buckets[-1]].items()}
             self.state.store(live["req_pool_indices"], stale["hidden"], stale["topk_p"],
-                             stale["topk_index"])
+                             stale["topk_index"], stale["logits"])
 
     def decode(self, req_pool_indices: torch.Tensor, seq_lens: torch.Tensor,
-               prefix: torch.Tensor, positions: torch.Tensor) -> DraftTree:
+               prefix: torch.Tensor, positions: torch.Tensor, sampling=None) -> DraftTree:
         """`prefix`: prefix_len of each request; `positions`: prefix repeated topk times (the
-        starting position of every branch; built on the host with the round's inputs)."""
+        starting position of every branch; built on the host with the round's inputs).
+        `sampling` (BatchSampling or None): the knobs and draft coins of probabilistic drafting."""
+        bs = req_pool_indices.shape[0]
         live = {"req_pool_indices": req_pool_indices, "seq_lens": seq_lens, "kv_prefix_lens": prefix,
                 "positions": positions}
-        outs = self.decode_runner.run(live, req_pool_indices.shape[0])
+        if self.spec.probabilistic:
+            live.update(draft_inputs(sampling, bs, self.spec.num_steps, seq_lens.device))
+        outs = self.decode_runner.run(live, bs)
         return DraftTree(outs["parent_list"], outs["top_scores_index"], outs["draft_tokens"],
-                         outs["out_cache_loc"])
+                         outs["out_cache_loc"], outs.get("draft_probs"))
+

@@ -8,6 +8,7 @@ import torch
 from specdec import faults
 from specdec.attention.forward_batch import ForwardBatch, ForwardMode
 from specdec.graphs.runner import SEQ_LEN_FILL, InputSpec
+from specdec.sampler import draw_from, filtered_probs
 from specdec.spec.layout import per_step_draft_out_cache_loc
 from specdec.spec.phases import Phase, _run
 from specdec.spec.select import fast_topk, organize_draft_results, parent_branch, select_top_k_tokens
@@ -21,6 +22,18 @@ class DraftDecodePhase(Phase):
         self.inputs = {
             "req_pool_indices": InputSpec(1), "seq_lens": InputSpec(1, pad=SEQ_LEN_FILL),
             "kv_prefix_lens": InputSpec(1, pad=SEQ_LEN_FILL), "positions": InputSpec(self.topk)}
+        self.probabilistic = spec.probabilistic
+        if self.probabilistic:
+            # Sampled requests draw draft token i from the filtered q of its row with coin i
+            # of the draft stream; temperature 0 (greedy requests, padding) takes the argmax.
+            f32 = torch.float32
+            self.inputs.update({"temperature": InputSpec(1, dtype=f32),
+                                "top_k": InputSpec(1), "top_p": InputSpec(1, dtype=f32, pad=1.0),
+                                "draft_coins": InputSpec(self.steps, dtype=f32)})
+            # Each draft token's q, [bs, num_steps, V]: an output of the phase that the
+            # acceptance rule reads. Every forward, eager or captured, writes it.
+            self.draft_probs = torch.zeros((engine.max_batch, self.steps, engine.cfg.vocab_size),
+                                           dtype=f32, device=engine.device)
 
     @property
     def e_backend(self):
@@ -32,6 +45,8 @@ class DraftDecodePhase(Phase):
         padded requests, section 8)."""
         topk, steps, ps = self.topk, self.steps, self.e.page_size
         rows, dev = v["req_pool_indices"], self.e.device
+        if faults.on("dummy_lane_real_row"):  # vLLM #56734: padded lanes take a live row
+            rows = torch.where(rows > 0, rows, rows[0])
         out_cache_loc = torch.empty(size * topk * steps, dtype=torch.int64, device=dev)
         n_copy = size * (topk - 1) * (ps - 1)
         src = torch.empty(n_copy, dtype=torch.int64, device=dev)
@@ -43,7 +58,8 @@ class DraftDecodePhase(Phase):
             # own copy of the prefix tail (conventions section 4).
             self.e.kernels.move_kv_cache(self.e_backend.pool.buffers, tgt, src)
         state, real = self.e.draft_state, (rows > 0)[:, None]  # row 0: reserved, padding
-        return {"out_cache_loc": out_cache_loc,
+        carried = {"logits": torch.where(real, state.logits[rows], 0.0)} if self.probabilistic else {}
+        return {"out_cache_loc": out_cache_loc, **carried,
                 "topk_p": torch.where(real, state.topk_p[rows], 0.0),
                 "topk_index": torch.where(real, state.topk_index[rows], 0),
                 "hidden": torch.where(real, state.hidden[rows], 0.0)}
@@ -71,7 +87,10 @@ class DraftDecodePhase(Phase):
         topk_p, topk_index, hidden = v["topk_p"], v["topk_index"], v["hidden"]
         scores, score_list, token_list, parents_list = None, [], [], []
         step_ids, step_pos, step_logits = [], [], []
+        logits = v.get("logits")  # probabilistic: the draft extend's row, q of draft token 0
         for i in range(steps):
+            if self.probabilistic:
+                topk_index = self._sample_drafts(v, size, i, logits, topk_index, md is not None)
             input_ids, hidden, scores, (s, t, p) = select_top_k_tokens(
                 i, topk_p, topk_index, hidden, scores, topk)
             score_list.append(s)
@@ -96,9 +115,25 @@ class DraftDecodePhase(Phase):
             positions.sub_(steps - 1)  # leave the (static) positions buffer as we found it
         parent_list, top_scores_index, draft_tokens = organize_draft_results(
             score_list, token_list, parents_list, self.e.spec.ndt)
-        return {"parent_list": parent_list, "top_scores_index": top_scores_index,
+        outs = {"parent_list": parent_list, "top_scores_index": top_scores_index,
                 "draft_tokens": draft_tokens, "out_cache_loc": v["out_cache_loc"],
                 "step_ids": step_ids, "step_pos": step_pos, "step_logits": step_logits}
+        if self.probabilistic:
+            outs["draft_probs"] = self.draft_probs[:size]
+        return outs
+
+    def _sample_drafts(self, v, size, i, logits, topk_index, captured: bool):
+        """Draft token i of sampled rows: drawn from q = the filtered draft distribution (the
+        request's temperature / top-k / top-p) with coin i of the draft stream; q is kept
+        for the acceptance rule. Greedy rows keep the argmax candidate."""
+        temp = v["temperature"]
+        sampled = temp > 0
+        q = filtered_probs(logits[:, None, :], torch.where(sampled, temp, 1.0), v["top_k"],
+                           v["top_p"])[:, 0]
+        tok = draw_from(q, v["draft_coins"].view(size, self.steps)[:, i])
+        if i == 0 or not (captured and faults.on("graph_output_not_captured")):
+            self.draft_probs[:size, i].copy_(q)  # the fault: replay never writes steps >= 1
+        return torch.where(sampled[:, None], tok[:, None], topk_index)
 
     def _follow_ancestry(self, per_step, parents, i: int, size: int) -> None:
         """Before forward i, a re-parented branch k takes over its parent branch's draft KV for
@@ -117,7 +152,10 @@ class DraftDecodePhase(Phase):
 
     def slice_outputs(self, outs, bs):
         n = bs * self.topk * self.steps
-        return {"parent_list": outs["parent_list"][:bs].clone(),
-                "top_scores_index": outs["top_scores_index"][:bs].clone(),
-                "draft_tokens": outs["draft_tokens"][:bs].clone(),
-                "out_cache_loc": outs["out_cache_loc"][:n].clone()}
+        sliced = {"parent_list": outs["parent_list"][:bs].clone(),
+                  "top_scores_index": outs["top_scores_index"][:bs].clone(),
+                  "draft_tokens": outs["draft_tokens"][:bs].clone(),
+                  "out_cache_loc": outs["out_cache_loc"][:n].clone()}
+        if self.probabilistic:
+            sliced["draft_probs"] = outs["draft_probs"][:bs].clone()
+        return sliced

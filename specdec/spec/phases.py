@@ -218,7 +218,7 @@ class DraftExtendPhase(Phase):
         topk_p, topk_index = fast_topk(torch.softmax(logits, dim=-1), self.e.spec.topk)
         outs = {"logits": logits, "topk_p": topk_p, "topk_index": topk_index, "hidden": hidden[rows]}
         # Padded requests store into reserved row 0, which draft decode never reads.
-        self.e.draft_state.store(v["req_pool_indices"], outs["hidden"], topk_p, topk_index)
+        self.e.draft_state.store(v["req_pool_indices"], outs["hidden"], topk_p, topk_index, logits)
         return outs
 
     def slice_outputs(self, outs, bs):

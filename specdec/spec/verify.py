@@ -38,7 +38,10 @@ class Verifier:
             seq_lens_sum, self.spec.topk, self.spec.num_steps, self.spec.ndt, FULL_MASK)
 
     def verify(self, req_pool_indices, seq_lens, seq_lens_sum: int, built,
-               sampling: BatchSampling | None = None) -> VerifyResult:
+               sampling: BatchSampling | None = None,
+               draft_probs: torch.Tensor | None = None) -> VerifyResult:
+        """draft_probs [bs, num_steps, V]: the q each draft was sampled from (probabilistic
+        drafting); None when the drafts are the draft's top tokens."""
         tree_mask, positions, retrieve_index, next_token, next_sibling, draft_tokens = built
         ndt, steps = self.spec.ndt, self.spec.num_steps
         bs = seq_lens.shape[0]
@@ -57,7 +60,8 @@ class Verifier:
                                   retrieve_index, next_token, next_sibling, target_predict)
         if sampling is not None:
             self._sample_accept(sampling, logits, draft_tokens.view(bs, ndt), retrieve_index,
-                                next_token, next_sibling, predict, accept_index, accept_num)
+                                next_token, next_sibling, predict, accept_index, accept_num,
+                                draft_probs)
         accept_lens = accept_num.long() + 1
         if self.spec.topk > 1 and not faults.on("tree_accept_not_compacted"):
             predict, hidden = self._finalize_accepted_tree_path(
@@ -72,21 +76,38 @@ class Verifier:
         return VerifyResult(accept_lens, accepted, accept_index, predict.long(), hidden)
 
     def _sample_accept(self, bsamp, logits, cand, retrieve_index, next_token, next_sibling,
-                       predict, accept_index, accept_num) -> None:
-        """Sampled rows: tree speculative sampling (target only; the drafts are greedy, so their
-        draft probs are zero) replaces what the greedy walk wrote. Greedy rows are untouched.
-        retrieve_index stays global, so the kernel writes predict in place; accept_index and
-        accept_num come back per sampled row and are scattered to their batch rows."""
+                       predict, accept_index, accept_num, draft_probs) -> None:
+        """Sampled rows: speculative sampling replaces what the greedy walk wrote; greedy rows
+        are untouched. Drafts sampled from q (probabilistic chains): accept with probability
+        min(1, p/q), recover from norm(max(0, p - q)). Top-token drafts: the target-only tree
+        rule (their draft probs are zero). retrieve_index stays global, so the kernels write
+        predict in place; accept_index and accept_num come back per sampled row and are
+        scattered to their batch rows."""
         rows, ndt = bsamp.rows, self.spec.ndt
         probs = target_probs(logits.reshape(-1, ndt, logits.shape[-1])[rows], bsamp)
         predict.view(-1, ndt)[rows] = 0  # drop the greedy walk's entries for these rows
         sub_index = torch.full((rows.shape[0], accept_index.shape[1]), -1, dtype=torch.int32,
                                device=predict.device)
         sub_num = torch.zeros(rows.shape[0], dtype=torch.int32, device=predict.device)
-        self.k.tree_speculative_sampling_target_only(
-            predict, sub_index, sub_num, cand[rows], retrieve_index[rows], next_token[rows],
-            next_sibling[rows], bsamp.coins[:, 1:], bsamp.coins[:, 0], probs,
-            torch.zeros_like(probs), self.threshold_single, self.threshold_acc)
+        # The final draw has a stream of its own (SGLang #7207 reused an acceptance coin).
+        final = bsamp.accept_coins[:, 0] if faults.on("final_coin_reused") else bsamp.final_coins
+        if draft_probs is None:
+            self.k.tree_speculative_sampling_target_only(
+                predict, sub_index, sub_num, cand[rows], retrieve_index[rows], next_token[rows],
+                next_sibling[rows], bsamp.accept_coins, final, probs, torch.zeros_like(probs),
+                self.threshold_single, self.threshold_acc)
+        else:
+            q = torch.zeros_like(probs)
+            q[:, :ndt - 1] = draft_probs[rows]
+            # The chain kernel indexes its own sub-batch: map its rows back to the batch's.
+            sub_predict = torch.zeros(rows.shape[0] * ndt, dtype=predict.dtype, device=predict.device)
+            self.k.chain_speculative_sampling(sub_predict, sub_index, sub_num, cand[rows],
+                                              bsamp.accept_coins, final, probs, q,
+                                              self.threshold_acc)
+            predict.view(-1, ndt)[rows] = sub_predict.view(-1, ndt)
+            local = torch.arange(rows.shape[0], device=rows.device)[:, None] * ndt
+            sub_index = torch.where(sub_index >= 0, sub_index - local + rows[:, None] * ndt, -1)
+            sub_index = sub_index.to(torch.int32)
         accept_index[rows] = sub_index
         accept_num[rows] = sub_num
 

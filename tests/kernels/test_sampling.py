@@ -94,7 +94,7 @@ def law(parent, cand, q, d0, coins, coin_f, ts, ta, steps):
         for c in [c for c in range(1, len(parent)) if parent[c] == node]:
             pt = f32(q[node, cand[c]])
             acc = f32(acc + pt)
-            if coin <= f32(acc / f32(ta)) or pt >= f32(ts):
+            if coin < f32(acc / f32(ta)) or (pt > 0 and pt >= f32(ts)):
                 took = c
                 break
             d[node, cand[c]] = pt
@@ -107,11 +107,13 @@ def law(parent, cand, q, d0, coins, coin_f, ts, ta, steps):
     return path, d, r
 
 
-def check_final_token(tok, r, coin, vocab):
+def check_final_token(tok, r, coin, vocab, q=None):
+    """q: the target row; an empty residual falls back to the last token it supports."""
     assert 0 <= tok < vocab
     total = r.sum()
     if total == 0:
-        assert tok == 0
+        support = [] if q is None else np.nonzero(np.asarray(q) > 0)[0].tolist()
+        assert tok == (support[-1] if support else 0)
         return
     assert r[tok] > 0
     tol = (vocab + 4) * 2.0**-40  # fixed-point quantisation of the kernel (2^-40 per entry)
@@ -138,7 +140,7 @@ def test_sampling_matches_ref_and_law(shape, sharp, sparse, draft_mass, th):
         for a, c in zip(path, path[1:]):
             assert row[a] == int(cand[b, c])
         assert all(row[t] == SENTINEL for t in range(ndt) if t not in path)
-        check_final_token(row[path[-1]], r, fin[b], vocab)
+        check_final_token(row[path[-1]], r, fin[b], vocab, target[b, path[-1]].numpy())
 
 
 @pytest.mark.parametrize("vocab", [100, 8193, 10000])
@@ -169,8 +171,10 @@ def test_final_token_never_out_of_vocab(vocab, coin):
     assert all(0 <= t < vocab for t in final)
     r = (target[:, 0] - draft_out[:, 0]).clamp_min(0)
     for b in range(bs):
-        check_final_token(final[b], r[b].double().numpy(), coin, vocab)
-    assert final[1] == 0 and final[2] == 0  # all mass on 0 / empty residual
+        check_final_token(final[b], r[b].double().numpy(), coin, vocab,
+                          target[b, 0].double().numpy())
+    assert final[1] == 0  # all mass on 0
+    assert final[2] == vocab - 1  # empty residual: the last token the (dense) target supports
     if coin == 1.0:  # no cumsum exceeds u: the last token with mass
         assert final[0] == vocab - 1
 
@@ -190,7 +194,8 @@ def test_full_depth_samples_from_target_alone():
 
 
 @pytest.mark.parametrize("coin,ts,ta,accepted", [
-    (0.6, 1.0, 1.0, 0), (0.6, 1.0, 0.7, 1),  # coin <= prob_acc / threshold_acc
+    (0.6, 1.0, 1.0, 0), (0.6, 1.0, 0.7, 1),  # coin < prob_acc / threshold_acc
+    (0.5, 1.0, 1.0, 0),  # strict: coin == prob_acc is a rejection
     (0.99, 1.0, 1.0, 0), (0.99, 0.4, 1.0, 1),  # p >= threshold_single
 ])
 def test_thresholds(coin, ts, ta, accepted):
@@ -231,3 +236,24 @@ def test_first_token_distribution_is_target(seed, k):
     assert (first >= 0).all() and (first < vocab).all()
     emp = torch.bincount(first.long(), minlength=vocab).double() / n
     assert 0.5 * (emp - q.double()).abs().sum() < eps
+
+
+@pytest.mark.parametrize("fault", [False, True])
+def test_coin_zero_never_takes_zero_probability(fault):
+    # Conventions section 12: coins lie in [0, 1), comparisons are strict. Coin 0 with a
+    # draft of target probability 0 (and a leading zero in the row) must neither accept the
+    # draft nor draw token 0; `coin_le_cdf_accepts_zero_prob` (SGLang #35798) does both.
+    import faultpoints as faults
+    vocab, ndt = 8, 2
+    target = torch.zeros(1, ndt, vocab)
+    target[0, :, 3:] = 0.2
+    ins = [torch.tensor([[0, 1]]), torch.arange(ndt).view(1, ndt), torch.tensor([[1, -1]]),
+           torch.full((1, ndt), -1), torch.zeros(1, ndt), torch.tensor([0.0]), target,
+           torch.zeros_like(target)]
+    ins = [t.to(DEVICE) for t in ins]
+    with faults.active(*(["coin_le_cdf_accepts_zero_prob"] if fault else [])):
+        predicts, accept_index, accept_num, _ = run_both(ins, 1, ndt, 1, 1.0, 1.0)
+    if fault:  # token 1 (p = 0) accepted, then the bonus draw takes token 0 (p = 0)
+        assert accept_num.tolist() == [1] and predicts.tolist() == [1, 0]
+    else:
+        assert accept_num.tolist() == [0] and predicts.tolist() == [3, SENTINEL]

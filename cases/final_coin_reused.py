@@ -1,0 +1,12 @@
+from cases.case import Case
+from harness.distribution_matrix import DistConfig
+
+CASE = Case(
+    fault="final_coin_reused",
+    story="SGLang #7207 / #7231 ('use a different coin for the final sampling'): the bonus / "
+          "recovery draw reused a coin already spent on an acceptance decision. After a "
+          "rejection that coin is known to lie above the rejected token's probability, so the "
+          "recovered token is drawn from part of the CDF only: a biased output distribution.",
+    prop="sampled_distribution", oracle="sampled_distribution",
+    example=DistConfig("self", "tree", "greedy", 1.0, 0, 1.0, False, 12),
+)

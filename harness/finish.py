@@ -1,0 +1,74 @@
+"""Oracle 8, finish (SGLang #33758): what a request returns when it ends.
+
+A speculative round commits several tokens at once, so the end of a request can fall inside
+one round's accepted run: at its max_new_tokens cap, at a stop token, or at both. The law is
+stated per request over its RequestOutput, whatever the accept lengths were."""
+from __future__ import annotations
+
+from harness.oracles import OracleFailure
+from harness.properties import _reference, build_engine, run
+from harness.runs import default_device, new_token_counts
+from harness.strategies import RunConfig
+from harness.ties import compare_greedy
+
+
+def cut(tokens: list[int], max_new: int, stop: tuple) -> list[int]:
+    """The reference continuation as a request must return it: cut at the first stop token
+    (kept) or at max_new tokens, whichever comes first."""
+    tokens = tokens[:max_new]
+    for i, t in enumerate(tokens):
+        if t in stop:
+            return tokens[:i + 1]
+    return tokens
+
+
+def check_finish(outputs, max_new: list[int], stops: list[tuple], references=None,
+                 margins=None, dtype=None) -> None:
+    """Finish law: every output has at most its max_new_tokens tokens; it holds a stop token
+    only as its last token; its finish reason is "stop" exactly when that last token is a
+    stop token, else "length" with exactly max_new_tokens tokens; and, given references (the
+    same requests run without stops), it equals its reference cut at the first stop token or
+    at max_new_tokens (greedy: a first divergence only at a tie, oracle 6)."""
+    for b, (o, n, stop) in enumerate(zip(outputs, max_new, stops)):
+        toks, where = o.tokens, f"request {b} (max_new_tokens {n}, stop {list(stop)})"
+        if len(toks) > n:
+            raise OracleFailure("finish", f"{where}: {len(toks)} tokens returned")
+        early = [i for i, t in enumerate(toks[:-1]) if t in stop]
+        if early:
+            raise OracleFailure("finish", f"{where}: stop token at output {early[0]} of "
+                                          f"{len(toks)}, tokens after it returned: {toks}")
+        want = "stop" if toks and toks[-1] in stop else "length"
+        if o.finish_reason != want or (want == "length" and len(toks) != n):
+            raise OracleFailure("finish", f"{where}: finish reason {o.finish_reason!r} with "
+                                          f"{len(toks)} tokens {toks}")
+        if references is None:
+            continue
+        ref = cut(references[b], n, stop)
+        if margins is None:
+            if toks != ref:
+                raise OracleFailure("finish", f"{where}: returned {toks}, the same request "
+                                              f"without stops gives {ref}")
+            continue
+        ok, what = compare_greedy(toks, ref, margins[b], dtype)
+        if not ok:
+            raise OracleFailure("finish", f"{where}: {what}")
+
+
+def prop_finish(cfg: RunConfig, device: str | None = None) -> None:
+    """Oracle 8 over drawn runs: ragged max_new_tokens, a stop token that the request really
+    reaches (taken from its own unstopped continuation at index stop_at), any accept lengths
+    (eagle, self, perturbed drafts), greedy or sampled. The reference is plain greedy decoding
+    for greedy requests; for sampled ones (fp32) the same seeded requests run without stops
+    (a seed's draws are keyed by position, never by the batch)."""
+    device = device or default_device()
+    eng = build_engine(cfg, device)
+    counts = new_token_counts(cfg.seed, cfg.batch_size, cfg.max_new_tokens, cfg.ragged)
+    if cfg.temperature == 0:
+        refs, margins = _reference(cfg, device, eng)
+    else:
+        refs, margins = [o.tokens for o in run(cfg, build_engine(cfg, device))], None
+    stops = [(r[cfg.stop_at],) if 0 <= cfg.stop_at < len(r) else () for r in refs]
+    outs = run(cfg, eng, stops)
+    exact = cfg.temperature == 0 or cfg.dtype == "float32"
+    check_finish(outs, counts, stops, refs if exact else None, margins, eng.dtype)
+    eng.check_accounting()

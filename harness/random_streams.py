@@ -1,0 +1,94 @@
+"""Random streams (conventions section 12): the engine's draft noise, acceptance coins and
+final coins, as `specdec.sampler.batch_sampling` builds them for a round."""
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass
+
+import numpy as np
+from hypothesis import strategies as st
+
+from harness.distribution import chi2_critical
+from harness.oracles import OracleFailure
+from specdec.request import Req
+from specdec.sampler import batch_sampling
+from specdec.sampling_params import SamplingParams
+
+ALPHA = 1e-6
+GRID = 8
+
+
+@dataclass(frozen=True)
+class StreamConfig:
+    engine_seed: int
+    num_steps: int
+    ndt: int
+    seed: int          # request seeds and positions are drawn from it
+    n: int = 2048      # requests
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def stream_configs():
+    return st.builds(StreamConfig, st.integers(0, 2**31 - 1), st.integers(1, 5),
+                     st.integers(2, 8), st.integers(0, 2**31 - 1))
+
+
+def _independence(x: np.ndarray, y: np.ndarray, what: str) -> float:
+    """Chi-square test of independence of two [0, 1) samples on a GRID x GRID table."""
+    if np.array_equal(x, y):
+        raise OracleFailure("random_streams", f"{what}: the two streams drew identical coins")
+    table = np.zeros((GRID, GRID))
+    np.add.at(table, (np.minimum(x * GRID, GRID - 1).astype(int),
+                      np.minimum(y * GRID, GRID - 1).astype(int)), 1)
+    expect = np.outer(table.sum(1), table.sum(0)) / table.sum()
+    stat = float(((table - expect) ** 2 / np.maximum(expect, 1e-12)).sum())
+    crit = chi2_critical((GRID - 1) ** 2, ALPHA)
+    if stat > crit:
+        raise OracleFailure("random_streams", f"{what}: chi2 {stat:.1f} > {crit:.1f} "
+                                              f"(df {(GRID - 1) ** 2}, alpha {ALPHA}, n {len(x)})")
+    return stat
+
+
+def _uniform(x: np.ndarray, what: str) -> float:
+    """Chi-square goodness of fit of a sample to the uniform law on [0, 1), GRID^2 bins."""
+    bins = GRID * GRID
+    if x.min() < 0 or x.max() >= 1:
+        raise OracleFailure("random_streams", f"{what}: a coin outside [0, 1)")
+    counts = np.bincount(np.minimum(x * bins, bins - 1).astype(int), minlength=bins)
+    e = len(x) / bins
+    stat = float(((counts - e) ** 2 / e).sum())
+    crit = chi2_critical(bins - 1, ALPHA)
+    if stat > crit:
+        raise OracleFailure("random_streams", f"{what}: not uniform, chi2 {stat:.1f} > {crit:.1f}")
+    return stat
+
+
+def prop_random_streams(cfg: StreamConfig, device: str | None = None) -> None:
+    """Draft noise, acceptance coins and final coins are pairwise independent: over N requests
+    with distinct seeds at drawn positions, every pair of streams (and draft coin i against
+    acceptance coin i) passes a chi-square independence test at alpha 1e-6 (identical draws
+    fail outright); each stream is uniform on [0, 1) (chi-square goodness of fit); and a request's coins do not depend on the batch it is in (the batch reversed
+    gives each request the same coins)."""
+    rng = random.Random(cfg.seed)
+    reqs = [Req(i, [1], 1, SamplingParams(1.0, seed=rng.randrange(2**62))) for i in range(cfg.n)]
+    positions = [rng.randrange(1, 1 << 20) for _ in reqs]
+    bs = batch_sampling(reqs, cfg.engine_seed, positions, cfg.ndt, "cpu", cfg.num_steps)
+    draft, accept = bs.draft_coins.numpy(), bs.accept_coins.numpy()
+    final = bs.final_coins.numpy()
+    pairs = [(draft[:, 0], accept[:, 0], "draft coin 0 vs acceptance coin 0"),
+             (accept[:, 0], final, "acceptance coin 0 vs final coin"),
+             (draft[:, 0], final, "draft coin 0 vs final coin")]
+    pairs += [(draft[:, i], accept[:, i], f"draft coin {i} vs acceptance coin {i}")
+              for i in range(1, min(cfg.num_steps, cfg.ndt))]
+    for x, y, what in pairs:
+        _independence(x, y, what)
+    for x, what in ((draft, "draft coins"), (accept, "acceptance coins"), (final, "final coins")):
+        _uniform(x.reshape(-1), what)
+    back = batch_sampling(reqs[::-1], cfg.engine_seed, positions[::-1], cfg.ndt, "cpu",
+                          cfg.num_steps)
+    for name in ("draft_coins", "accept_coins", "final_coins"):
+        if not np.array_equal(getattr(back, name).numpy()[::-1], getattr(bs, name).numpy()):
+            raise OracleFailure("random_streams", f"{name}: a request's coins depend on its "
+                                                  "place in the batch")

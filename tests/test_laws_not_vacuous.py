@@ -1,0 +1,157 @@
+"""Negative controls of the zoo-v2 laws: each law rejects a planted mistake that no bug-zoo
+fault names (a law that never fails proves nothing), and passes without it."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import specdec.random_streams as streams
+import specdec.sampler as sampler
+from harness.distribution_matrix import DistConfig, prop_sampled_distribution
+from harness.finish import check_finish, prop_finish
+from harness.long_context import prop_long_context
+from harness.oracles import OracleFailure
+from harness.properties import prop_structure
+from harness.random_streams import StreamConfig, prop_random_streams
+from harness.runs import default_device
+from harness.strategies import RunConfig
+from specdec.engine import Engine
+from specdec.graphs import runner as graph_runner
+from specdec.graphs.standin import CPUGraph
+from specdec.request import Req
+from specdec.scheduler import RequestOutput
+
+DEVICE = default_device()
+
+
+def _fails(law: str, fn, *args):
+    with pytest.raises(OracleFailure) as info:
+        fn(*args)
+    assert info.value.oracle == law, info.value
+
+
+# -- finish -------------------------------------------------------------------------------
+FINISH = RunConfig(1, 3, 4, 1, "self", 4, 12, 12, 5, stop_at=9, ragged=True)
+
+
+def test_finish_law_rejects_bad_outputs():
+    out = lambda toks, why: RequestOutput(0, [1], toks, why)  # noqa: E731
+    check_finish([out([1, 2, 9], "stop")], [5], [(9,)], [[1, 2, 9, 4, 5]], None)
+    for toks, why in (([1, 2, 9, 4], "length"),   # past the stop
+                      ([1, 2, 9], "length"),      # wrong reason
+                      ([1, 2, 3, 4, 5, 6], "length"),  # past the cap
+                      ([1, 2], "length")):        # too short for "length"
+        _fails("finish", check_finish, [out(toks, why)], [5], [(9,)])
+
+
+def test_finish_law_rejects_uncut_outputs(monkeypatch):
+    prop_finish(FINISH, DEVICE)
+    monkeypatch.setattr(Req, "visible_output", lambda self: list(self.output))
+    _fails("finish", prop_finish, FINISH, DEVICE)
+
+
+# -- the sampling distribution, probabilistic drafting and graphs included -------------------
+@pytest.mark.parametrize("graph", [False, True])
+def test_distribution_rejects_biased_probabilistic_rule(graph):
+    cfg = DistConfig("perturbed", "chain", "probabilistic", 1.0, 0, 1.0, graph, 31)
+    prop_sampled_distribution(cfg, DEVICE)
+    from specdec.spec.verify import Verifier
+    saved = Verifier.threshold_acc
+    Verifier.threshold_acc = 0.3  # accepts a draft when coin * q * 0.3 < p
+    try:
+        _fails("sampled_distribution", prop_sampled_distribution, cfg, DEVICE)
+    finally:
+        Verifier.threshold_acc = saved
+
+
+def test_distribution_rejects_a_wrong_temperature_rule(monkeypatch):
+    cfg = DistConfig("eagle", "tree", "greedy", 1.8, 0, 1.0, False, 32)
+    prop_sampled_distribution(cfg, DEVICE)
+    right = sampler.filtered_probs
+    monkeypatch.setattr(sampler, "filtered_probs",  # T applied twice: support unchanged
+                        lambda x, t, *a, **k: right(x, t * t, *a, **k))
+    _fails("sampled_distribution", prop_sampled_distribution, cfg, DEVICE)
+
+
+# -- random streams --------------------------------------------------------------------------
+def test_streams_law_rejects_a_shared_stream(monkeypatch):
+    cfg = StreamConfig(3, 4, 5, 9)
+    prop_random_streams(cfg, DEVICE)
+    right = streams.stream_coins
+    monkeypatch.setattr(sampler, "stream_coins",  # the final draw keyed like acceptance
+                        lambda s, *a: right(streams.ACCEPT if s == streams.FINAL else s, *a))
+    _fails("random_streams", prop_random_streams, cfg, DEVICE)
+
+
+def test_streams_law_rejects_batch_keyed_coins(monkeypatch):
+    cfg = StreamConfig(3, 2, 3, 10, n=512)
+    right = sampler.batch_sampling
+
+    def by_index(reqs, seed, positions, *a, **k):  # keyed by place in batch, not position
+        return right(reqs, seed, list(range(len(reqs))), *a, **k)
+    import harness.random_streams as law
+    monkeypatch.setattr(law, "batch_sampling", by_index)
+    _fails("random_streams", prop_random_streams, cfg, DEVICE)
+
+
+# -- graph buckets: state a larger batch leaves behind ----------------------------------------
+def test_standin_keeps_what_replays_leave_in_graph_memory():
+    """A buffer allocated inside capture and only partly written holds the previous replay's
+    rows, as GPU graph memory does."""
+    n, vals = torch.zeros((), dtype=torch.int64), torch.zeros(8)
+
+    def body():
+        out = torch.empty(8)
+        keep = torch.arange(8) < n
+        return out.copy_(torch.where(keep, vals, out))
+    g = CPUGraph()
+    out = g.capture(body)
+    n.fill_(8), vals.copy_(torch.arange(1.0, 9.0))
+    g.replay()
+    n.fill_(3), vals.fill_(100.0)
+    g.replay()
+    assert out.tolist() == [100.0] * 3 + [4.0, 5.0, 6.0, 7.0, 8.0]
+
+
+def test_structure_rejects_stale_rows_in_a_shrinking_bucket(monkeypatch):
+    cfg = RunConfig(1, 3, 4, 1, "eagle", 7, 12, 12, 5, cuda_graph=True, graph_bs=(8,),
+                    ragged=True)
+    prop_structure(cfg, DEVICE)
+    right = graph_runner.pad_inputs
+
+    def no_refill(specs, live, bs, size, out=None, dirty=None):  # rows past bs left stale
+        return right(specs, live, bs, size, out, None if out is None else {})
+    monkeypatch.setattr(graph_runner, "pad_inputs", no_refill)
+    with pytest.raises(OracleFailure):
+        prop_structure(cfg, DEVICE)
+
+
+# -- long context ------------------------------------------------------------------------------
+LONG = RunConfig(1, 3, 4, 4, "eagle", 2, 200, 12, 7, model="tiny-long", min_prompt_len=160,
+                 draft_max_position=64)
+
+
+def test_long_context_rejects_a_table_padded_past_its_length(monkeypatch):
+    prop_long_context(LONG, DEVICE)
+    right = Engine._cover_context
+
+    def zero_padded(self, drafter):  # the rows past the draft's own length are zeros
+        own = drafter.rope.cos.shape[0]
+        right(self, drafter)
+        drafter.rope.cos[own:] = 1.0
+        drafter.rope.sin[own:] = 0.0
+    monkeypatch.setattr(Engine, "_cover_context", zero_padded)
+    _fails("kv_content", prop_long_context, LONG, DEVICE)
+
+
+def test_long_context_crosses_the_tables():
+    """The drawn space really passes both limits (scaling boundary 128, drafter 64 / 96)."""
+    from hypothesis import given, settings
+
+    from harness.strategies import long_context_configs
+
+    @settings(max_examples=20, database=None)
+    @given(cfg=long_context_configs())
+    def law(cfg):
+        assert cfg.min_prompt_len > max(128, cfg.draft_max_position)
+    law()
