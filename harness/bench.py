@@ -1,7 +1,7 @@
 """`python -m harness bench`: how fast the correctness harness runs.
 
-Three numbers: examples per second of each property (each run for a fixed budget, in the
-4-example chunks `python -m harness check` uses), the wall time of the whole test suite
+Three numbers: examples per second of each law (harness/suite.py; each run for a fixed budget,
+in the chunks `python -m harness check` uses), the wall time of the whole test suite
 under `pytest -n auto` with the gpu Hypothesis profile, and the bug zoo's seconds to
 detection per fault (`python -m harness zoo --json`). Results go
 through the engine's bench writer (specdec/bench/results.py): same stamp, JSON and plot.
@@ -23,14 +23,14 @@ def property_rates(device: str, budget: float, names: list[str] | None, profile:
 
     from harness import profiles
     from harness.check import PropertyReport, _run_chunk
-    from harness.properties import PROPERTIES
+    from harness.suite import LAWS
     profiles.register()
     prof = settings.get_profile(profile)
     rows = []
-    for name in names or list(PROPERTIES):
+    for name in names or list(LAWS):
         rep, t0, chunk = PropertyReport(name), time.perf_counter(), 0
         while time.perf_counter() - t0 < budget and not rep.failures:
-            _run_chunk(PROPERTIES[name], rep, 1000 + chunk, device, prof)
+            _run_chunk(name, rep, 1000 + chunk, device, prof)
             chunk += 1
         secs = time.perf_counter() - t0
         rows.append({"property": name, "examples": rep.examples, "seconds": secs,
