@@ -1,4 +1,4 @@
-"""`python -m harness check|repro|zoo|mixed`."""
+"""`python -m harness check|repro|zoo|mixed|bench`."""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +9,7 @@ import kernels._triton_env  # noqa: F401  (before anything imports triton)
 import torch
 from hypothesis import settings
 
-import conftest  # noqa: F401  (registers the Hypothesis profiles)
+from harness import bench, profiles
 from harness.check import check
 from harness.oracles import OracleFailure
 from harness.suite import ALL_PROPERTIES
@@ -45,10 +45,14 @@ def main(argv=None) -> int:
                    help="KV pool size in largest-request worst cases (small: retraction)")
     m.add_argument("--page-size", type=int, default=4)
     m.add_argument("--cuda-graph", action="store_true")
+    bench.add_parser(sub)
     args = ap.parse_args(argv)
+    profiles.register()
     device = args.device or default_device()
     if device == "cpu":
-        torch.set_num_threads(1)  # tiny CPU models: threads only contend (see conftest.py)
+        torch.set_num_threads(1)  # tiny CPU models: threads only contend (harness/pytest_plugin.py)
+    if args.cmd == "bench":
+        return bench.main(args, device, sys.argv[1:] if argv is None else argv)
     if args.cmd == "mixed":
         from harness.mixed_run import mixed_run
         print(mixed_run(args.requests, args.seed, device, args.model, page_size=args.page_size,
@@ -104,4 +108,5 @@ def _repro_fault(name: str, device: str) -> int:
 
 
 if __name__ == "__main__":
+    profiles.load_default()  # the profile pytest would use on this machine (harness/profiles.py)
     sys.exit(main())

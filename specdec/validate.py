@@ -1,6 +1,10 @@
 """Input validation: every bad value gets an error that names it and what is allowed."""
 from __future__ import annotations
 
+import operator
+
+import torch
+
 from specdec.config import SpecConfig
 
 
@@ -10,6 +14,18 @@ def reserve_margin(spec: SpecConfig | None, page_size: int) -> int:
         return 1
     npb = -(-(page_size - 1 + spec.num_steps) // page_size)
     return max(spec.ndt + 1, 1 + spec.topk * npb * page_size) + 1
+
+
+def _token_id(t) -> int | None:
+    """t as an int if it is an integer (Python, NumPy, a one-element integer tensor: what
+    implements __index__), else None. Bools are flags, not token ids (NumPy's have no
+    __index__; Python's and torch's do)."""
+    if isinstance(t, bool) or (isinstance(t, torch.Tensor) and t.dtype == torch.bool):
+        return None
+    try:
+        return operator.index(t)
+    except TypeError:
+        return None
 
 
 def check_prompts(prompts, vocab_size: int, max_batch: int, max_new_tokens: int,
@@ -30,7 +46,11 @@ def check_prompt(p, vocab_size: int, max_new_tokens: int, max_context: int, marg
     if len(p) == 0:
         raise ValueError(f"{name} is empty: every prompt needs at least one token")
     for j, t in enumerate(p):
-        if not 0 <= int(t) < vocab_size:
+        tid = _token_id(t)
+        if tid is None:  # int(t) would truncate 1.5 to 1 and run a prompt nobody wrote
+            raise ValueError(f"{name} token {j} = {t!r} ({type(t).__name__}) is not a token "
+                             f"id: token ids are integers in [0, {vocab_size})")
+        if not 0 <= tid < vocab_size:
             raise ValueError(f"{name} token {j} = {t} is outside the vocabulary "
                              f"[0, {vocab_size})")
     need = len(p) + max_new_tokens + margin

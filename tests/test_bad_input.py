@@ -1,6 +1,7 @@
 """Bad input gets a clear error naming the value and what is allowed."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from specdec import Engine, SpecConfig
@@ -52,6 +53,12 @@ def engine():
     ([[1, 2], []], {}, r"prompt 1 is empty"),
     ([[1, 320]], {}, r"prompt 0 token 1 = 320 is outside the vocabulary \[0, 320\)"),
     ([[1, -1]], {}, r"token 1 = -1 is outside"),
+    ([[1.5, 2]], {}, r"prompt 0 token 0 = 1\.5 \(float\) is not a token id: "
+                     r"token ids are integers in \[0, 320\)"),
+    ([[1], [2, 3.0]], {}, r"prompt 1 token 1 = 3\.0 \(float\).*integers in \[0, 320\)"),
+    ([[1, True]], {}, r"token 1 = True \(bool\).*integers in \[0, 320\)"),
+    ([[np.float32(7)]], {}, r"token 0 = [^ ]*7\.0\)? \(float32\).*integers in \[0, 320\)"),
+    ([["7"]], {}, r"token 0 = '7' \(str\).*integers in \[0, 320\)"),
     ([[1]] * 5, {}, r"5 prompts exceed the engine's max_batch=4"),
     ([[1] * 60], {}, r"prompt 0 has 60 tokens.*more than max_context=64"),
     ([[1]], dict(max_new_tokens=0), r"max_new_tokens=0"),
@@ -67,6 +74,18 @@ def test_bad_prompts(engine, prompts, kwargs, match):
     with pytest.raises(ValueError, match=match):
         engine.generate(prompts, **kwargs)
     engine.check_accounting()  # a refused batch leaves nothing allocated
+
+
+def test_float_token_refused_by_add_request(engine):
+    with pytest.raises(ValueError, match=r"prompt token 1 = 2\.5 \(float\).*integers in \[0, 320\)"):
+        engine.add_request([1, 2.5])
+    engine.check_accounting()
+
+
+def test_numpy_integer_tokens_are_token_ids(engine):
+    """NumPy integers are integers: the same prompt as Python ints gives the same output."""
+    assert (engine.generate([np.array([5, 9, 2], dtype=np.int64).tolist()], max_new_tokens=4)
+            == engine.generate([[np.int32(5), np.int64(9), np.uint8(2)]], max_new_tokens=4))
 
 
 def test_out_of_pages_refuses_cleanly():

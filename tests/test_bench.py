@@ -1,5 +1,6 @@
-"""CPU smoke tests of `python -m specdec bench ...`: each bench runs with tiny settings and
-writes a stamped JSON and a PNG. Numbers are not checked (CPU timings mean nothing)."""
+"""CPU smoke tests of `python -m specdec bench ...` and `python -m harness bench`: each bench
+runs with tiny settings and writes a stamped JSON and a PNG. Numbers are not checked (CPU
+timings mean nothing)."""
 from __future__ import annotations
 
 import json
@@ -45,10 +46,24 @@ def test_bench_spec(tmp_path):
 
 
 def test_bench_harness(tmp_path):
-    doc = _run(tmp_path, "harness", "--budget", "0.1", "--properties", "self_draft",
-               "--skip-pytest", "--skip-zoo")  # both run the whole suite: minutes
+    """The harness bench is the harness's own command (the engine does not import it)."""
+    from harness.__main__ import main as harness_main
+    out = tmp_path / "harness.json"
+    assert harness_main(["bench", "--device", "cpu", "--budget", "0.1", "--properties",
+                         "self_draft", "--skip-pytest", "--skip-zoo",  # both: minutes
+                         "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert all(k in doc for k in STAMP), sorted(doc)
+    assert doc["bench"] == "harness" and doc["command"].startswith("python -m harness bench")
+    assert (tmp_path / "harness.png").read_bytes()[:4] == b"\x89PNG"
     assert doc["results"][0]["examples"] > 0 and doc["pytest"] == {"status": "skipped"}
     assert doc["zoo"] == {"status": "skipped"}
+
+
+def test_engine_bench_points_to_harness_bench(capsys):
+    with pytest.raises(SystemExit):
+        main(["bench", "harness"])
+    assert "python -m harness bench" in capsys.readouterr().err
 
 
 def test_bench_graphs_and_plot_redraw(tmp_path):

@@ -10,8 +10,8 @@ import sys
 import torch
 
 
-def stamp(device: str, argv: list[str] | None = None) -> dict:
-    """argv: the arguments after `python -m specdec` (default sys.argv's; tests pass theirs)."""
+def stamp(device: str, argv: list[str] | None = None, prog: str = "python -m specdec") -> dict:
+    """argv: the arguments after `prog` (default sys.argv's; tests pass theirs)."""
     import shlex
 
     import triton
@@ -20,15 +20,17 @@ def stamp(device: str, argv: list[str] | None = None) -> dict:
     return {"device": name, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
             "torch": torch.__version__, "triton": triton.__version__, "cuda": torch.version.cuda,
             "python": platform.python_version(), "host": platform.node(),
-            "command": "python -m specdec " + shlex.join(argv)}
+            "command": f"{prog} {shlex.join(argv)}"}
 
 
 def write(path: str, device: str, rows: list[dict], bench: str | None = None,
-          extra: dict | None = None, argv: list[str] | None = None, plot: bool = True) -> dict:
+          extra: dict | None = None, argv: list[str] | None = None, plot: bool = True,
+          prog: str = "python -m specdec") -> dict:
     """The stamped JSON at `path` and, with `plot`, its PNG beside it (same stem). A missing
-    matplotlib (a bare GPU machine) is recorded, not fatal: `bench plot PATH` redraws later."""
+    matplotlib (a bare GPU machine) is recorded, not fatal: `bench plot PATH` redraws later.
+    prog: the command argv follows (`python -m harness` for the harness bench)."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    doc = {**stamp(device, argv), "bench": bench, **(extra or {}), "results": rows}
+    doc = {**stamp(device, argv, prog), "bench": bench, **(extra or {}), "results": rows}
     if plot and bench is not None:
         png = path.rsplit(".", 1)[0] + ".png"
         try:

@@ -1,13 +1,13 @@
-"""`python -m specdec bench harness`: how fast the correctness harness runs.
+"""`python -m harness bench`: how fast the correctness harness runs.
 
-Three numbers: examples per second of each property (each run for a fixed budget, in the
-4-example chunks `python -m harness check` uses), the wall time of the whole test suite
+Three numbers: examples per second of each law (harness/suite.py; each run for a fixed budget,
+in the chunks `python -m harness check` uses), the wall time of the whole test suite
 under `pytest -n auto` with the gpu Hypothesis profile, and the bug zoo's seconds to
-detection per fault (`python -m harness zoo --json`, where that module exists).
+detection per fault (`python -m harness zoo --json`). Results go
+through the engine's bench writer (specdec/bench/results.py): same stamp, JSON and plot.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -21,15 +21,16 @@ def property_rates(device: str, budget: float, names: list[str] | None, profile:
     import kernels._triton_env  # noqa: F401  (before anything imports triton)
     from hypothesis import settings
 
-    import conftest  # noqa: F401  (registers the Hypothesis profiles)
+    from harness import profiles
     from harness.check import PropertyReport, _run_chunk
-    from harness.properties import PROPERTIES
+    from harness.suite import LAWS
+    profiles.register()
     prof = settings.get_profile(profile)
     rows = []
-    for name in names or list(PROPERTIES):
+    for name in names or list(LAWS):
         rep, t0, chunk = PropertyReport(name), time.perf_counter(), 0
         while time.perf_counter() - t0 < budget and not rep.failures:
-            _run_chunk(PROPERTIES[name], rep, 1000 + chunk, device, prof)
+            _run_chunk(name, rep, 1000 + chunk, device, prof)
             chunk += 1
         secs = time.perf_counter() - t0
         rows.append({"property": name, "examples": rep.examples, "seconds": secs,
@@ -65,9 +66,6 @@ def pytest_wall(timeout: float) -> dict:
 
 
 def zoo(device: str, timeout: float) -> dict:
-    if importlib.util.find_spec("harness.zoo") is None:
-        print("bug zoo: not available", flush=True)
-        return {"status": "not available"}
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "zoo.json")
         # The zoo's own default Hypothesis profile: its detection times are comparable run to run.
@@ -87,3 +85,28 @@ def run(device: str, budget: float, properties: list[str] | None, skip_pytest: b
              "pytest": {"status": "skipped"} if skip_pytest else pytest_wall(timeout),
              "zoo": {"status": "skipped"} if skip_zoo else zoo(device, timeout)}
     return rows, extra
+
+
+def add_parser(sub) -> None:
+    b = sub.add_parser("bench", help="how fast the harness runs; results go to bench/results/ "
+                                     "(docs/bench.md)")
+    b.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
+    b.add_argument("--budget", type=float, default=5.0, help="seconds per property")
+    b.add_argument("--properties", default=None, help="comma-separated (default all)")
+    b.add_argument("--profile", default="gpu", help="Hypothesis profile of the property runs")
+    b.add_argument("--skip-pytest", action="store_true", help="no pytest -n auto run")
+    b.add_argument("--skip-zoo", action="store_true", help="no bug zoo run")
+    b.add_argument("--sub-timeout", type=float, default=600.0,
+                   help="seconds before the pytest / zoo subprocess is stopped")
+    b.add_argument("--no-plot", action="store_true", help="JSON only")
+    b.add_argument("--out", default=None, help="default bench/results/harness-DEVICE.json")
+
+
+def main(args, device: str, argv: list[str]) -> int:
+    from specdec.bench import results
+    props = args.properties.split(",") if args.properties else None
+    rows, extra = run(device, args.budget, props, args.skip_pytest, args.skip_zoo,
+                      args.sub_timeout, args.profile)
+    results.write(args.out or f"bench/results/harness-{device}.json", device, rows, "harness",
+                  extra, argv, plot=not args.no_plot, prog="python -m harness")
+    return 0

@@ -1,0 +1,60 @@
+"""The layers import only downwards: faultpoints < kernels < specdec < harness, with cases
+and tests on top (docs/structures.md). An engine that reaches up into the harness or the
+test configuration cannot be installed and used without them."""
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+# Each layer and the top-level names of this repository it must not import.
+FORBIDDEN = {
+    "faultpoints": {"kernels", "specdec", "harness", "cases", "tests", "conftest"},
+    "kernels": {"specdec", "harness", "cases", "tests", "conftest"},
+    "specdec": {"harness", "cases", "tests", "conftest"},
+    "harness": {"cases", "tests", "conftest"},
+}
+# The one sanctioned upward read: the suite and the zoo load the cases' regression examples
+# inside functions (cases/ is built on the harness; a module-level import would be a cycle).
+LAZY_OK = {"harness": {"cases"}}
+
+
+def _imports(path: pathlib.Path) -> tuple[set[str], set[str]]:
+    """Top-level names imported at module level, and inside functions."""
+    module, lazy = set(), set()
+
+    def visit(node, in_function: bool) -> None:
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        (lazy if in_function else module).update(n.split(".")[0] for n in names)
+        inner = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for child in ast.iter_child_nodes(node):
+            visit(child, inner)
+
+    visit(ast.parse(path.read_text(), str(path)), False)
+    return module, lazy
+
+
+@pytest.mark.parametrize("layer", sorted(FORBIDDEN))
+def test_imports_only_go_down(layer):
+    bad = {}
+    for path in sorted((ROOT / layer).rglob("*.py")):
+        module, lazy = _imports(path)
+        up = (module | (lazy - LAZY_OK.get(layer, set()))) & FORBIDDEN[layer]
+        if up:
+            bad[str(path.relative_to(ROOT))] = sorted(up)
+    assert not bad, f"{layer} imports a layer above it"
+
+
+def test_the_check_sees_imports(tmp_path):
+    """Not vacuous: what specdec/bench/harness_bench.py once did (a harness and a conftest
+    import inside a function) is seen, module-level imports too."""
+    src = tmp_path / "mod.py"
+    src.write_text("import os\nfrom harness.check import check\n\n"
+                   "def f():\n    import conftest\n    from . import x\n")
+    assert _imports(src) == ({"os", "harness"}, {"conftest"})
