@@ -11,6 +11,7 @@ import faultpoints as faults
 import numpy as np
 import pytest
 import torch
+from final_draw_law import check_final_token
 from hypothesis import given, settings, strategies as st
 
 from harness.distribution import chi2_critical
@@ -79,19 +80,6 @@ def law_walk(cand, p_rows, q_rows, coins, ta):
     return n
 
 
-def check_final_token(tok, r, coin, vocab):
-    """tok is the fixed-point draw of coin from r (float64 residual of fp32 rows)."""
-    assert 0 <= tok < vocab
-    total = r.sum()
-    if total == 0:
-        assert tok == 0
-        return
-    assert r[tok] > 0
-    tol = (vocab + 4) * 2.0**-40  # fixed-point quantisation of the kernel (2^-40 per entry)
-    u = min(float(coin), 1.0) * total
-    assert r[:tok].sum() <= u + tol and r[: tok + 1].sum() >= u - tol
-
-
 @settings(deadline=None)
 @given(bs=st.integers(1, 6), steps=st.integers(1, 5), vocab=st.sampled_from(VOCABS),
        seed=st.integers(0, 2**31 - 1), sharp=st.sampled_from([1.0, 4.0]), sparse=st.booleans(),
@@ -118,7 +106,7 @@ def test_chain_matches_ref_and_law(bs, steps, vocab, seed, sharp, sparse, cand_f
             r = np.maximum(p_rows[n] - q_rows[n], np.float32(0)).astype(np.float64)
         else:
             r = p_rows[n].astype(np.float64)
-        check_final_token(row[n], r, fin[b], vocab)
+        check_final_token(row[n], r, fin[b], vocab, p_rows[n])
 
 
 def test_full_depth_samples_from_target_alone():

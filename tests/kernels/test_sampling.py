@@ -8,6 +8,7 @@ import kernels._triton_env  # noqa: F401
 import numpy as np
 import pytest
 import torch
+from final_draw_law import check_final_token
 from hypothesis import given, settings, strategies as st
 
 from harness.strategies import spec_shapes
@@ -105,20 +106,6 @@ def law(parent, cand, q, d0, coins, coin_f, ts, ta, steps):
     p = d[node] if len(path) - 1 != steps else np.zeros_like(q[node])
     r = np.maximum(q[node] - p, f32(0)).astype(np.float64)  # fp32 subtraction, like the kernel
     return path, d, r
-
-
-def check_final_token(tok, r, coin, vocab, q=None):
-    """q: the target row; an empty residual falls back to the last token it supports."""
-    assert 0 <= tok < vocab
-    total = r.sum()
-    if total == 0:
-        support = [] if q is None else np.nonzero(np.asarray(q) > 0)[0].tolist()
-        assert tok == (support[-1] if support else 0)
-        return
-    assert r[tok] > 0
-    tol = (vocab + 4) * 2.0**-40  # fixed-point quantisation of the kernel (2^-40 per entry)
-    u = min(float(coin), 1.0) * total
-    assert r[:tok].sum() <= u + tol and r[: tok + 1].sum() >= u - tol
 
 
 @settings(deadline=None)
