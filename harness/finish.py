@@ -6,7 +6,7 @@ stated per request over its RequestOutput, whatever the accept lengths were."""
 from __future__ import annotations
 
 from harness.oracles import OracleFailure
-from harness.properties import _reference, build_engine, run
+from harness.properties import build_engine, greedy_reference_outputs, run
 from harness.runs import default_device, new_token_counts
 from harness.strategies import RunConfig
 from harness.ties import compare_greedy
@@ -64,7 +64,7 @@ def prop_finish(cfg: RunConfig, device: str | None = None) -> None:
     eng = build_engine(cfg, device)
     counts = new_token_counts(cfg.seed, cfg.batch_size, cfg.max_new_tokens, cfg.ragged)
     if cfg.temperature == 0:
-        refs, margins = _reference(cfg, device, eng)
+        refs, margins = greedy_reference_outputs(cfg, device, eng)
     else:
         refs, margins = [o.tokens for o in run(cfg, build_engine(cfg, device))], None
     stops = [(r[cfg.stop_at],) if 0 <= cfg.stop_at < len(r) else () for r in refs]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from harness.kv_content import check_kv_content
 from harness.oracles import check_lossless
-from harness.properties import _reference, _traced
+from harness.properties import _traced, greedy_reference_outputs
 from harness.runs import default_device
 from harness.strategies import RunConfig
 
@@ -17,5 +17,5 @@ def prop_long_context(cfg: RunConfig, device: str | None = None) -> None:
     device = device or default_device()
     eng, out = _traced(cfg, device)
     check_kv_content(eng.recorder, eng)
-    ref, margins = _reference(cfg, device, eng)
+    ref, margins = greedy_reference_outputs(cfg, device, eng)
     check_lossless(out, ref, margins, eng.dtype)

@@ -86,11 +86,11 @@ def prop_eager_vs_graph(cfg: RunConfig, device: str | None = None) -> None:
     if cfg.temperature > 0:
         return  # a sampled token may flip at a CDF boundary between different shapes
     plain, out_e = _traced(cfg, device, cuda_graph=False)
-    _, margins = _reference(cfg, device, plain)
+    _, margins = greedy_reference_outputs(cfg, device, plain)
     check_lossless(out_g, out_e, margins, plain.dtype)
 
 
-def _reference(cfg: RunConfig, device: str, eng: Engine):
+def greedy_reference_outputs(cfg: RunConfig, device: str, eng: Engine):
     """Plain greedy decoding of the drawn prompts (cached), cut to each request's length."""
     prompts = prompts_for(cfg, eng.cfg.vocab_size)
     ref, margins = greedy_baseline(cfg.model, prompts, cfg.max_new_tokens, device, cfg.dtype,
@@ -104,7 +104,7 @@ def prop_lossless_greedy(cfg: RunConfig, device: str | None = None) -> None:
     device = device or default_device()
     eng = build_engine(cfg, device)
     out = [o.tokens for o in run(cfg, eng)]
-    ref, margins = _reference(cfg, device, eng)
+    ref, margins = greedy_reference_outputs(cfg, device, eng)
     check_lossless(out, ref, margins, eng.dtype)
     eng.check_accounting()
     if cfg.topk > 1:

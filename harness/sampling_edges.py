@@ -9,11 +9,11 @@ and drafts of probability 0) and one-token sampling (a root-only tree, through
 specdec.sampler.sample_tokens, the engine's own wrapper).
 
 Rows are exact distributions: their non-zero entries are multiples of 2^-12 summing to 1
-exactly, in any order, in fp32. Rounded rows (fp32 softmax outputs) have a further edge
-that is not this property's: when the siblings of a tree node cover a row's whole support
-and their fp32 sum rounds to 1 - 2^-24, the coin 1 - 2^-24 rejects them all, the residual
-is empty and the documented fallback (token 0) is emitted whatever its probability
-(tests/kernels/test_sampling_edges.py::test_support_sum_rounding_edge records it).
+exactly, in any order, in fp32. Rounded rows (fp32 softmax outputs) have a further edge:
+when the siblings of a tree node cover a row's whole support and their fp32 sum rounds to
+1 - 2^-24, the coin 1 - 2^-24 rejects them all and the residual is empty; the fallback is
+then the last token the target supports
+(tests/kernels/test_sampling_edges.py::test_support_sum_rounding_edge).
 """
 from __future__ import annotations
 

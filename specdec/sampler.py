@@ -43,18 +43,20 @@ def batch_sampling(reqs, engine_seed: int, positions: list[int], n_accept: int, 
     seeds = [(request_seed(reqs[i], engine_seed), positions[i]) for i in idx]
     # The draft's noise has a stream of its own (vLLM #54282 keyed it like the acceptance coin).
     draft = ACCEPT if faults.on("draft_noise_shares_accept_stream") else DRAFT
-
-    def coins(stream, n):
-        return torch.stack([stream_coins(stream, s, pos, n) for s, pos in seeds]).to(device)
+    # Each request's draws of the streams it uses, side by side: one host-to-device copy.
+    widths = [(ACCEPT, n_accept), (FINAL, 1), (draft, n_draft)]
+    coins = torch.stack([torch.cat([stream_coins(stream, s, pos, n)
+                                    for stream, n in widths if n])
+                         for s, pos in seeds]).to(device)
+    accept, final, drafts = coins.split([n for _, n in widths], dim=1)
     sp = [reqs[i].sampling for i in idx]
     return BatchSampling(
         torch.tensor(idx, dtype=torch.int64, device=device),
         torch.tensor([s.temperature for s in sp], dtype=torch.float32, device=device),
         torch.tensor([s.top_k for s in sp], dtype=torch.int64, device=device),
         torch.tensor([s.top_p for s in sp], dtype=torch.float32, device=device),
-        coins(ACCEPT, n_accept), coins(FINAL, 1)[:, 0], coins(draft, n_draft),
+        accept, final[:, 0], drafts,
         any(s.top_k > 0 for s in sp), any(s.top_p < 1.0 for s in sp))
-
 
 def draft_inputs(bsamp: BatchSampling | None, bs: int, steps: int,
                  device) -> dict[str, torch.Tensor]:
