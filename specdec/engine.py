@@ -25,6 +25,9 @@ from specdec.request import Req
 from specdec.sampling_params import SamplingParams
 from specdec.rounds import RoundRunner
 from specdec.scheduler import RequestOutput, Scheduler
+from specdec.tp.group import TPGroup, check_tp_args, serve
+from specdec.tp.replicate import check_replies, each_rank, replicated
+from specdec.tp.shard import check_divisible, shard_model
 from specdec.validate import check_prompt, check_prompts, reserve_margin
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -52,11 +55,19 @@ class Engine:
                  dtype: str = "float32", seed: int = 0, max_batch: int = 32,
                  max_context: int = 512, num_pages: int | None = None,
                  attention: str | None = None, cuda_graph_bs: list[int] | None = None,
-                 batch_invariant: bool = False, draft_max_position: int | None = None) -> None:
+                 batch_invariant: bool = False, draft_max_position: int | None = None,
+                 tp_size: int = 1, tp_check: bool = True, _tp_group=None) -> None:
         """draft: 'eagle' (a seeded EAGLE head), 'self' (the target drafts for itself),
         'perturbed[:scale]' (the target with seeded noise: tunable acceptance), a model shape
         name, or a checkpoint directory. draft_max_position: the drafter's own configured
-        max_position (an EAGLE config may say 2048); its RoPE table still covers max_context."""
+        max_position (an EAGLE config may say 2048); its RoPE table still covers max_context.
+        tp_size: ranks the target and drafter are sharded over (specdec/tp/): this process is
+        rank 0 and starts the others (or torchrun did: then Engine() on ranks > 0 serves rank
+        0 until it closes, and exits). tp_check: every rank's state and graph decisions are
+        compared with rank 0's at each call (specdec/tp/replicate.py). close() (or `with`)
+        frees the workers for the next tensor-parallel Engine of this process."""
+        init_args = {k: v for k, v in locals().items() if k not in ("self", "_tp_group")}
+        check_tp_args(tp_size, device)
         if page_size < 1 or page_size > 64 or page_size & (page_size - 1):
             raise ValueError(f"page_size={page_size}: must be a power of two from 1 to 64")
         if dtype not in DTYPES:
@@ -71,8 +82,36 @@ class Engine:
         if max_context > self.cfg.max_position:
             raise ValueError(f"max_context={max_context} exceeds the model's max_position "
                              f"{self.cfg.max_position}")
+        check_divisible(self.cfg, tp_size)
+        self.tp_size, self.tp_check, self.tp_group = tp_size, tp_check, _tp_group
+        if tp_size > 1 and _tp_group is None:
+            self.tp_group = TPGroup.leader(tp_size, torch.device(device).type, self)
+            if self.tp_group.rank > 0:  # torchrun's rank > 0: serve rank 0's engine, then exit
+                serve(self.tp_group)
+                raise SystemExit(0)
+            self.tp_group.send(("build", init_args))
+        if self.tp_group is not None and self.device_is_cuda(device):
+            device = f"cuda:{self.tp_group.rank}"  # one GPU per rank
         self.spec, self.page_size, self.seed = spec, page_size, seed
         self.device, self.dtype = torch.device(device), DTYPES[dtype]
+        try:
+            self._init_rest(model, spec, draft, cuda_graph, num_pages, attention, cuda_graph_bs,
+                            batch_invariant, draft_max_position, max_batch, max_context)
+        except BaseException:
+            if self.tp_group is not None and self.tp_group.rank == 0:
+                self.tp_group.alive = False  # the workers failed alike and have ended
+                self.close()
+            raise
+        if self.tp_group is not None and self.tp_group.rank == 0:
+            check_replies(self.tp_group.replies(("ok", None, None)), None)
+
+    @staticmethod
+    def device_is_cuda(device: str) -> bool:
+        return torch.device(device).type == "cuda"
+
+    def _init_rest(self, model, spec, draft, cuda_graph, num_pages, attention, cuda_graph_bs,
+                   batch_invariant, draft_max_position, max_batch, max_context) -> None:
+        page_size, seed = self.page_size, self.seed
         self.max_batch = max_batch
         self.max_context = math.ceil(max_context / page_size) * page_size
         impl = attention or ("triton" if self.device.type == "cuda" else "torch")
@@ -93,6 +132,10 @@ class Engine:
                         if spec is not None else None)
         if self.drafter is not None and self.drafter is not self.target:
             self._cover_context(self.drafter)
+        if self.tp_group is not None:  # each rank keeps its shard of the full models
+            shard_model(self.target, self.tp_group.comm)
+            if self.drafter is not None and self.drafter is not self.target:
+                shard_model(self.drafter, self.tp_group.comm)
         for m in (self.target, self.drafter):
             if m is not None:
                 fuse_weights(m)  # one GEMM for q/k/v and for gate/up
@@ -165,7 +208,7 @@ class Engine:
             drafter.rope = table.to(self.device)
 
     def _backend(self, impl, cfg, slots, layers=None):
-        pool = KVPool(layers or cfg.num_layers, slots, cfg.num_kv_heads, cfg.head_dim,
+        pool = KVPool(layers or cfg.num_layers, slots, cfg.num_kv_heads // self.tp_size, cfg.head_dim,
                       self.dtype, self.device)
         return BACKENDS[impl](pool, self.req_to_token, self.page_size, cfg.head_dim ** -0.5)
 
@@ -174,6 +217,7 @@ class Engine:
         return self.memory.req_to_token
 
     # -- generation ---------------------------------------------------------------------
+    @replicated
     @torch.inference_mode()
     def generate(self, prompts: list[list[int]], max_new_tokens: int = 16,
                  temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
@@ -201,6 +245,7 @@ class Engine:
         return [r.visible_output() for r in reqs]
 
     # -- continuous batching ------------------------------------------------------------
+    @replicated
     def add_request(self, prompt: list[int], max_new_tokens: int = 16,
                     sampling: SamplingParams | None = None) -> int:
         """Queue one request; it joins the running batch at a later step(). Returns its id.
@@ -226,11 +271,13 @@ class Engine:
         self.scheduler.add(req)
         return req
 
+    @replicated
     @torch.inference_mode()
     def step(self) -> list[RequestOutput]:
         """Admit what fits, prefill it, run one round; returns the requests finished now."""
         return self.scheduler.step()
 
+    @replicated
     def abort(self, rid: int) -> RequestOutput:
         """Drop a waiting or running request now (its pages are free on return)."""
         return self.scheduler.abort(rid)
@@ -278,3 +325,31 @@ class Engine:
         """No leaked page, no page with two owners, page 0 never owned. `live`: the requests
         that own pages (default: the running ones; waiting requests own none)."""
         self.memory.check(self.live_requests() if live is None else list(live))
+
+    # -- tensor parallelism -----------------------------------------------------------------
+    def tp_each(self, fn, *args) -> list:
+        """fn(engine, *args) on every rank (a module-level function): results in rank order."""
+        return each_rank(self, fn, *args)
+
+    def close(self) -> None:
+        """Free the workers of a tensor-parallel engine (kept for this process's next one);
+        a no-op with tp_size 1 and on worker ranks."""
+        group, self.tp_group = self.tp_group, None
+        if group is None or group.rank > 0:
+            self.tp_group = group
+            return
+        if group.alive:
+            try:
+                group.send(("drop",))
+                check_replies(group.replies(("ok", None, None)), None)
+            except Exception:  # noqa: BLE001  a failed worker: the group is torn down below
+                group.alive = False
+        group.release()
+        if not group.alive:
+            group.shutdown()
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
