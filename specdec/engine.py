@@ -89,7 +89,7 @@ class Engine:
             if self.tp_group.rank > 0:  # torchrun's rank > 0: serve rank 0's engine, then exit
                 serve(self.tp_group)
                 raise SystemExit(0)
-            self.tp_group.send(("build", init_args))
+            self.tp_group.send(("build", init_args, sorted(faults.enabled())))
         if self.tp_group is not None and self.device_is_cuda(device):
             device = f"cuda:{self.tp_group.rank}"  # one GPU per rank
         self.spec, self.page_size, self.seed = spec, page_size, seed
@@ -217,7 +217,7 @@ class Engine:
         return self.memory.req_to_token
 
     # -- generation ---------------------------------------------------------------------
-    @replicated
+    @replicated(validate="_generate_inputs")
     @torch.inference_mode()
     def generate(self, prompts: list[list[int]], max_new_tokens: int = 16,
                  temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
@@ -226,10 +226,8 @@ class Engine:
         """Continue each prompt by `max_new_tokens` tokens: greedy at temperature 0, else
         sampled. `sampling` (one for all, or one per prompt) overrides the keyword knobs; a
         per-request seed is `seed + i` for prompt i when `seed` is given."""
-        check_prompts(prompts, self.cfg.vocab_size, self.max_batch, max_new_tokens,
-                      self.max_context, reserve_margin(self.spec, self.page_size))
-        params = self._sampling_params(len(prompts), temperature, top_k, top_p, seed, sampling)
-        self._check_fits(prompts, max_new_tokens)
+        params = self._generate_inputs(prompts, max_new_tokens, temperature, top_k, top_p, seed,
+                                       sampling)
         # The batch goes through add/step like any other requests (others may be running:
         # they advance too). The recorder's on_finish sees each request as it finishes.
         reqs = [self._submit(p, max_new_tokens, sp) for p, sp in zip(prompts, params)]
@@ -244,12 +242,28 @@ class Engine:
                 sched.finished.pop(r.rid, None)  # returned here, not kept for output()
         return [r.visible_output() for r in reqs]
 
+    def _generate_inputs(self, prompts, max_new_tokens: int = 16, temperature: float = 0.0,
+                         top_k: int = 0, top_p: float = 1.0, seed: int | None = None,
+                         sampling=None) -> list[SamplingParams]:
+        """generate()'s checks (run first on rank 0 alone when tensor parallel)."""
+        check_prompts(prompts, self.cfg.vocab_size, self.max_batch, max_new_tokens,
+                      self.max_context, reserve_margin(self.spec, self.page_size))
+        params = self._sampling_params(len(prompts), temperature, top_k, top_p, seed, sampling)
+        self._check_fits(prompts, max_new_tokens)
+        return params
+
     # -- continuous batching ------------------------------------------------------------
-    @replicated
+    @replicated(validate="_request_inputs")
     def add_request(self, prompt: list[int], max_new_tokens: int = 16,
                     sampling: SamplingParams | None = None) -> int:
         """Queue one request; it joins the running batch at a later step(). Returns its id.
         Refuses (OutOfSlots) a request whose worst case cannot fit the KV pool even alone."""
+        sampling = self._request_inputs(prompt, max_new_tokens, sampling)
+        return self._submit(prompt, max_new_tokens, sampling).rid
+
+    def _request_inputs(self, prompt, max_new_tokens: int = 16,
+                        sampling: SamplingParams | None = None) -> SamplingParams:
+        """add_request()'s checks (run first on rank 0 alone when tensor parallel)."""
         check_prompt(prompt, self.cfg.vocab_size, max_new_tokens, self.max_context,
                      reserve_margin(self.spec, self.page_size))
         sampling = SamplingParams() if sampling is None else sampling
@@ -262,7 +276,7 @@ class Engine:
             raise OutOfSlots(f"a prompt of {len(prompt)} tokens with max_new_tokens="
                              f"{max_new_tokens} needs {worst} pages in the worst case; the pool "
                              f"has {pool} pages of {self.page_size} tokens: raise num_pages")
-        return self._submit(prompt, max_new_tokens, sampling).rid
+        return sampling
 
     def _submit(self, prompt, max_new_tokens: int, sampling: SamplingParams) -> Req:
         # Engine-wide unique ids: the id is the allocator's page owner and a sampling seed key.
@@ -277,10 +291,14 @@ class Engine:
         """Admit what fits, prefill it, run one round; returns the requests finished now."""
         return self.scheduler.step()
 
-    @replicated
+    @replicated(validate="_abort_input")
     def abort(self, rid: int) -> RequestOutput:
         """Drop a waiting or running request now (its pages are free on return)."""
         return self.scheduler.abort(rid)
+
+    def _abort_input(self, rid: int) -> None:
+        if rid not in self.scheduler.live:
+            self.scheduler.abort(rid)  # raises the scheduler's own error, changes nothing
 
     def has_unfinished(self) -> bool:
         return bool(self.scheduler.live)

@@ -22,6 +22,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from specdec import faults
 from specdec.tp.comm import TPComm
 
 TIMEOUT_S = float(os.environ.get("SPECDEC_TP_TIMEOUT", "300"))
@@ -118,7 +119,8 @@ class TPGroup:
             ctx = mp.get_context("spawn")
             errors = ctx.Queue()
             procs = [ctx.Process(target=_worker_main, daemon=True, name=f"specdec-tp{r}",
-                                 args=(r, world, device_type, port, errors, os.getpid()))
+                                 args=(r, world, device_type, port, errors, os.getpid(),
+                                       torch.get_num_threads()))
                      for r in range(1, world)]
             for p in procs:
                 p.start()
@@ -189,7 +191,9 @@ def _watch_parent(parent: int) -> None:
         time.sleep(0.5)
 
 
-def _worker_main(rank: int, world: int, device_type: str, port: int, errors, parent: int) -> None:
+def _worker_main(rank: int, world: int, device_type: str, port: int, errors, parent: int,
+                 threads: int) -> None:
+    torch.set_num_threads(threads)  # as rank 0 (one thread under pytest on CPU)
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     _init(rank, world, device_type, port)
     group = TPGroup(rank, world, device_type, errors=errors)
@@ -211,6 +215,8 @@ def serve(group: TPGroup) -> None:
         try:
             if kind == "exit":
                 return
+            if kind in ("build", "call"):  # rank 0's bug-zoo switches (faultpoints/)
+                faults.set_active(msg[-1])
             if kind == "build":
                 engine = None
                 from specdec.engine import Engine

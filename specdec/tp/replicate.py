@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import functools
 
+from specdec import faults
+
 
 class TPDivergence(RuntimeError):
     """A worker rank's state or decision differs from rank 0's."""
@@ -51,34 +53,51 @@ def check_replies(replies: list, mine_digest) -> list:
     return [v for _, _, v in replies]
 
 
-def replicated(method):
+def _peer_gone(exc: BaseException) -> bool:
+    """A collective that failed because another rank ended (gloo: the peer closed)."""
+    import torch.distributed as dist
+    return isinstance(exc, dist.DistError) or "closed by peer" in str(exc)
+
+
+def replicated(method=None, *, validate: str | None = None):
     """Rank 0: send the call to every worker, run it here, then (tp_check) compare states.
-    A worker, or a nested call, runs it locally."""
-    @functools.wraps(method)
-    def call(self, *args, **kwargs):
-        group = getattr(self, "tp_group", None)
-        if group is None or group.executing:
-            return method(self, *args, **kwargs)
-        return run_everywhere(self, group, method, args, kwargs)
-    return call
+    A worker, or a nested call, runs it locally. `validate`: the name of the method's input
+    checks, run on rank 0 before anything is sent: bad input raises there, and the workers
+    never see it (a worker's failure ends the group, see specdec/tp/group.py)."""
+    def wrap(method):
+        @functools.wraps(method)
+        def call(self, *args, **kwargs):
+            group = getattr(self, "tp_group", None)
+            if group is None or group.executing:
+                return method(self, *args, **kwargs)
+            if validate is not None:
+                getattr(self, validate)(*args, **kwargs)
+            return run_everywhere(self, group, method, args, kwargs)
+        return call
+    return wrap if method is None else wrap(method)
 
 
 def run_everywhere(engine, group, method, args, kwargs):
     from specdec.tp.group import TPWorkerError
+    if not group.alive:
+        raise RuntimeError("this tensor-parallel engine's group failed earlier (see that "
+                           "error): build a new Engine")
     check = engine.tp_check
-    group.send(("call", method.__name__, args, kwargs, check))
+    group.send(("call", method.__name__, args, kwargs, check, sorted(faults.enabled())))
     group.executing = True
     try:
         result = method(engine, *args, **kwargs)
-        replies = group.replies(("ok", state_digest(engine, result) if check else None, None))
+        replies = collect(group, ("ok", state_digest(engine, result) if check else None, None))
     except TPDivergence:
         group.alive = False  # the workers that disagreed have ended
         raise
     except Exception as exc:
         why = group.worker_failure(wait_s=2.0)
-        if why is not None:  # the worker's failure is the cause; this rank's error follows it
-            group.alive = False
-            raise TPWorkerError(why) from exc
+        group.alive = False  # a rank failed mid-call: the ranks no longer agree
+        if why is not None and _peer_gone(exc):
+            raise TPWorkerError(why) from exc  # the worker's failure is the cause
+        if why is not None:
+            exc.add_note(f"and on a worker: {why.splitlines()[0]}")
         raise
     finally:
         group.executing = False
@@ -92,13 +111,30 @@ def each_rank(engine, fn, *args) -> list:
     group = engine.tp_group
     if group is None:
         return [fn(engine, *args)]
+    if not group.alive:
+        raise RuntimeError("this tensor-parallel engine's group failed earlier: build a new "
+                           "Engine")
     group.send(("each", fn, args))
+    group.executing = True
     try:
         mine = fn(engine, *args)
-    except Exception:
-        group.replies(("ok", None, None))
+        return check_replies(collect(group, ("ok", None, mine)), None)
+    finally:
+        group.executing = False
+
+
+def collect(group, mine) -> list:
+    """Every rank's reply; a worker that died instead (its error on the queue) is raised
+    here as TPWorkerError with its message, and the group is marked broken."""
+    from specdec.tp.group import TPWorkerError
+    try:
+        return group.replies(mine)
+    except Exception as exc:
+        why = group.worker_failure(wait_s=2.0)
+        group.alive = False
+        if why is not None:
+            raise TPWorkerError(why) from exc
         raise
-    return check_replies(group.replies(("ok", None, mine)), None)
 
 
 def agree(group, what: tuple) -> None:
