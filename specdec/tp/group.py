@@ -165,8 +165,8 @@ class TPGroup:
                 self.send(("exit",))
             except Exception:  # noqa: BLE001  a broken group: the workers are killed below
                 pass
-        for p in self.procs:
-            p.join(timeout=10)
+        for p in self.procs:  # a failed group's workers may wait in a collective: end them
+            p.join(timeout=10 if healthy else 0)
             if p.is_alive():
                 p.kill()
                 p.join()

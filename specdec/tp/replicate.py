@@ -108,9 +108,13 @@ def run_everywhere(engine, group, method, args, kwargs):
 def each_rank(engine, fn, *args) -> list:
     """fn(engine_of_rank_r, *args) on every rank (fn: a module-level function, pickled to
     the workers); the results in rank order. Harness probes: KV shards, accounting."""
-    group = engine.tp_group
-    if group is None:
+    if engine.tp_group is None:
         return [fn(engine, *args)]
+    return on_every_rank(engine.tp_group, engine, fn, *args)
+
+
+def on_every_rank(group, engine, fn, *args) -> list:
+    """fn(this rank's engine or None, *args) on every rank of `group`, in rank order."""
     if not group.alive:
         raise RuntimeError("this tensor-parallel engine's group failed earlier: build a new "
                            "Engine")
