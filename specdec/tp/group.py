@@ -64,8 +64,8 @@ def _torchrun_world() -> int | None:
 
 
 def _init(rank: int, world: int, device_type: str, port: int | None) -> None:
-    if device_type == "cuda":
-        torch.cuda.set_device(rank)
+    if device_type == "cuda" and rank > 0:  # rank 0 keeps its current device (an xdist
+        torch.cuda.set_device(rank)          # worker's pin); its tensors name cuda:0
     backend = "nccl" if device_type == "cuda" else "gloo"
     init = f"tcp://127.0.0.1:{port}" if port is not None else "env://"
     dist.init_process_group(backend, init_method=init, rank=rank, world_size=world,
