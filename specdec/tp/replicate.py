@@ -88,8 +88,8 @@ def run_everywhere(engine, group, method, args, kwargs):
     try:
         result = method(engine, *args, **kwargs)
         replies = collect(group, ("ok", state_digest(engine, result) if check else None, None))
-    except TPDivergence:
-        group.alive = False  # the workers that disagreed have ended
+    except (TPDivergence, TPWorkerError):
+        group.alive = False  # the ranks disagree, or a worker has ended
         raise
     except Exception as exc:
         why = group.worker_failure(wait_s=2.0)
