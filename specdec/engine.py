@@ -88,6 +88,7 @@ class Engine:
             self.tp_group = TPGroup.leader(tp_size, torch.device(device).type, self)
             if self.tp_group.rank > 0:  # torchrun's rank > 0: serve rank 0's engine, then exit
                 serve(self.tp_group)
+                self.tp_group.shutdown()
                 raise SystemExit(0)
             self.tp_group.send(("build", init_args, sorted(faults.enabled())))
         if self.tp_group is not None and self.device_is_cuda(device):

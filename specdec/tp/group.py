@@ -128,6 +128,9 @@ class TPGroup:
             group = cls(0, world, device_type, procs, errors)
         group.in_use, group.owner = True, weakref.ref(owner)
         cls._current = group
+        # Registered now, after torch's own exit handlers: it runs before them (a gloo group
+        # with functional collectives left to interpreter exit aborts the process).
+        atexit.register(group.shutdown)
         return group
 
     def send(self, msg) -> None:
@@ -176,10 +179,6 @@ class TPGroup:
             pass
 
 
-@atexit.register
-def _shutdown_at_exit() -> None:
-    if TPGroup._current is not None:
-        TPGroup._current.shutdown()
 
 
 # -- workers --------------------------------------------------------------------------------
