@@ -15,10 +15,6 @@ from specdec.tp.replicate import TPDivergence
 from specdec.trace import TraceRecorder
 
 
-def needed_gpus(cfg: RunConfig, device: str) -> int:
-    return cfg.tp_size if device.startswith("cuda") else 0
-
-
 # -- probes run on every rank (module-level: pickled to the workers) -------------------------
 def _record(engine, page_size: int) -> None:
     engine.recorder = TraceRecorder(page_size, keep_kv_slots=False)
