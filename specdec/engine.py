@@ -63,7 +63,8 @@ class Engine:
         max_position (an EAGLE config may say 2048); its RoPE table still covers max_context.
         tp_size: ranks the target and drafter are sharded over (specdec/tp/): this process is
         rank 0 and starts the others (or torchrun did: then Engine() on ranks > 0 serves rank
-        0 until it closes, and exits). tp_check: every rank's state and graph decisions are
+        0 until it closes, and exits). On CUDA rank r runs on GPU (current + r) mod count
+        (torchrun: LOCAL_RANK). tp_check: every rank's state and graph decisions are
         compared with rank 0's at each call (specdec/tp/replicate.py). close() (or `with`)
         frees the workers for the next tensor-parallel Engine of this process."""
         init_args = {k: v for k, v in locals().items() if k not in ("self", "_tp_group")}
@@ -92,7 +93,7 @@ class Engine:
                 raise SystemExit(0)
             self.tp_group.send(("build", init_args, sorted(faults.enabled())))
         if self.tp_group is not None and self.device_is_cuda(device):
-            device = f"cuda:{self.tp_group.rank}"  # one GPU per rank
+            device = f"cuda:{self.tp_group.cuda_index}"  # one GPU per rank
         self.spec, self.page_size, self.seed = spec, page_size, seed
         self.device, self.dtype = torch.device(device), DTYPES[dtype]
         try:

@@ -24,9 +24,8 @@ _KEEP = []  # the fast-weights patch stays on in a worker for the bench's lifeti
 def _fast_weights_here(_engine, device: str, dtype: str) -> None:
     """On every rank: build models on the rank's device with device-drawn weights (the
     seeded CPU init of llama-8b takes minutes per rank); timings do not depend on values."""
-    import torch.distributed as dist
     if torch.device(device).type == "cuda":
-        device = f"cuda:{dist.get_rank()}"
+        device = f"cuda:{torch.cuda.current_device()}"  # each rank's own GPU
     cm = fast_weights(device, DTYPES[dtype])
     cm.__enter__()
     _KEEP.append(cm)
@@ -73,8 +72,7 @@ def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], cont
                 group = TPGroup.leader(size, torch.device(device).type, _fast_weights_here)
                 on_every_rank(group, None, _fast_weights_here, device, dtype)
                 group.release()
-            here = "cuda:0" if size > 1 and torch.device(device).type == "cuda" else device
-            with fast_weights(here, DTYPES[dtype]):  # rank 0 runs on cuda:0
+            with fast_weights(device, DTYPES[dtype]):  # rank 0 stays on the current GPU
                 eng = Engine(model=model, spec=None, device=device, dtype=dtype,
                              max_batch=max(batch_sizes), max_context=context + steps + 8,
                              tp_size=size, tp_check=False)

@@ -40,7 +40,7 @@ def _free_port() -> int:
 
 def check_tp_args(tp_size, device: str) -> None:
     """tp_size: an integer >= 1; on CUDA at most the visible GPUs, with device 'cuda' (rank r
-    runs on cuda:r)."""
+    runs on GPU (current + r) mod count)."""
     if isinstance(tp_size, bool) or not isinstance(tp_size, int) or tp_size < 1:
         raise ValueError(f"tp_size={tp_size!r}: expected an integer >= 1")
     if tp_size == 1:
@@ -49,7 +49,7 @@ def check_tp_args(tp_size, device: str) -> None:
     if kind == "cuda":
         if device != "cuda":
             raise ValueError(f"device={device!r} with tp_size={tp_size}: pass device='cuda'; "
-                             "rank r runs on cuda:r")
+                             "rank r runs on GPU (current + r) mod count")
         if tp_size > torch.cuda.device_count():
             raise ValueError(f"tp_size={tp_size} but {torch.cuda.device_count()} GPU(s) are "
                              "visible: tp_size must be at most the visible GPUs")
@@ -63,9 +63,10 @@ def _torchrun_world() -> int | None:
         else None
 
 
-def _init(rank: int, world: int, device_type: str, port: int | None) -> None:
-    if device_type == "cuda" and rank > 0:  # rank 0 keeps its current device (an xdist
-        torch.cuda.set_device(rank)          # worker's pin); its tensors name cuda:0
+def _init(rank: int, world: int, device_type: str, port: int | None,
+          cuda_index: int | None = None) -> None:
+    if cuda_index is not None and rank > 0:  # rank 0 keeps its current device (an xdist
+        torch.cuda.set_device(cuda_index)     # worker's pin): no tensor of its moves
     backend = "nccl" if device_type == "cuda" else "gloo"
     init = f"tcp://127.0.0.1:{port}" if port is not None else "env://"
     dist.init_process_group(backend, init_method=init, rank=rank, world_size=world,
@@ -75,8 +76,10 @@ def _init(rank: int, world: int, device_type: str, port: int | None) -> None:
 class TPGroup:
     _current: "TPGroup | None" = None
 
-    def __init__(self, rank: int, world: int, device_type: str, procs=(), errors=None) -> None:
+    def __init__(self, rank: int, world: int, device_type: str, procs=(), errors=None,
+                 cuda_index: int | None = None) -> None:
         self.rank, self.world, self.device_type = rank, world, device_type
+        self.cuda_index = cuda_index  # this rank's GPU (CUDA), else None
         self.procs, self.errors = list(procs), errors
         self.control = dist.new_group(backend="gloo")
         self.comm = TPComm(rank, world, dist.group.WORLD.group_name)
@@ -112,20 +115,26 @@ class TPGroup:
         if tr is not None:
             if tr != world:
                 raise ValueError(f"tp_size={world} but torchrun started WORLD_SIZE={tr} ranks")
-            _init(int(os.environ["RANK"]), world, device_type, None)
-            group = cls(int(os.environ["RANK"]), world, device_type)
+            rank = int(os.environ["RANK"])
+            local = int(os.environ.get("LOCAL_RANK", rank)) if device_type == "cuda" else None
+            if local is not None:
+                torch.cuda.set_device(local)
+            _init(rank, world, device_type, None)
+            group = cls(rank, world, device_type, cuda_index=local)
         else:
+            # Rank r runs on GPU (current + r) mod count: rank 0 stays where it is.
+            base = torch.cuda.current_device() if device_type == "cuda" else None
             port = _free_port()
             ctx = mp.get_context("spawn")
             errors = ctx.Queue()
             procs = [ctx.Process(target=_worker_main, daemon=True, name=f"specdec-tp{r}",
                                  args=(r, world, device_type, port, errors, os.getpid(),
-                                       torch.get_num_threads()))
+                                       torch.get_num_threads(), base))
                      for r in range(1, world)]
             for p in procs:
                 p.start()
             _init(0, world, device_type, port)
-            group = cls(0, world, device_type, procs, errors)
+            group = cls(0, world, device_type, procs, errors, base)
         group.in_use, group.owner = True, weakref.ref(owner)
         cls._current = group
         # Registered now, after torch's own exit handlers: it runs before them (a gloo group
@@ -191,11 +200,12 @@ def _watch_parent(parent: int) -> None:
 
 
 def _worker_main(rank: int, world: int, device_type: str, port: int, errors, parent: int,
-                 threads: int) -> None:
+                 threads: int, base: int | None) -> None:
     torch.set_num_threads(threads)  # as rank 0 (one thread under pytest on CPU)
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
-    _init(rank, world, device_type, port)
-    group = TPGroup(rank, world, device_type, errors=errors)
+    index = None if base is None else (base + rank) % torch.cuda.device_count()
+    _init(rank, world, device_type, port, index)
+    group = TPGroup(rank, world, device_type, errors=errors, cuda_index=index)
     serve(group)
     dist.destroy_process_group()
 
