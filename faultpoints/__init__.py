@@ -75,6 +75,13 @@ REGISTRY: dict[str, Fault] = {f.name: f for f in [
     Fault("draft_rope_table_short", "vLLM #48894",
           "the draft's RoPE table is sized by the draft's own max_position, shorter than the "
           "context"),
+    Fault("tp_rank_divergent_padding", "SGLang DP/TP padding (cuda graph bs per rank)",
+          "a worker rank runs a phase eagerly, unpadded, where rank 0 replays its padded graph"),
+    Fault("tp_vocab_shard_argmax_local", "vocab-parallel LM head without the gather",
+          "greedy verify / draft top-k taken over the rank's local vocabulary shard"),
+    Fault("tp_idle_rank_dummy_writes", "vLLM #56734 (idle DP rank dummy batch)",
+          "a worker rank's idle (padded) lanes run through its last live request row, writing "
+          "KV and draft state into that request's shard"),
 ]}
 
 _active: frozenset[str] = frozenset()

@@ -27,7 +27,7 @@ def build_engine(cfg: RunConfig, device: str, **overrides) -> Engine:
                   max_batch=max(cfg.batch_size, max(cfg.graph_bs)), max_context=context,
                   cuda_graph=cfg.cuda_graph, cuda_graph_bs=list(cfg.graph_bs),
                   batch_invariant=overrides.get("batch_invariant", False),
-                  draft_max_position=cfg.draft_max_position or None)
+                  draft_max_position=cfg.draft_max_position or None, tp_size=cfg.tp_size)
 
 
 def prompts_for(cfg: RunConfig, vocab: int) -> list[list[int]]:

@@ -34,6 +34,7 @@ class RunConfig:
     stop_at: int = -1               # >= 0: a stop token taken from the reference output
     min_prompt_len: int = 1
     draft_max_position: int = 0     # > 0: the drafter's own configured max_position
+    tp_size: int = 1                # ranks the target and drafter are sharded over
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "graph_bs", tuple(self.graph_bs))  # JSON gives a list
@@ -122,3 +123,15 @@ def long_context_configs(max_batch: int = 3, context: tuple = (150, 300), graphs
         ragged=st.booleans(),
         draft_max_position=st.sampled_from(draft_positions),
     )
+
+
+def tp_configs(tp_sizes=(2,), max_batch: int = 4, max_prompt_len: int = 12,
+               max_new_tokens: int = 8, graphs=(False, True), dtypes=("float32",)):
+    """Tensor-parallel runs: greedy and sampled (same seeds), chains and trees, all drafts,
+    page sizes 1 to 64, graphs on and off with buckets that pad (idle lanes) and fall back."""
+    return st.tuples(run_configs(page_sizes=(1, 4, 64), max_batch=max_batch, dtypes=dtypes,
+                                 graphs=graphs, graph_bs=((2, 4), (1, 2, 3, 4), (4,)),
+                                 max_prompt_len=max_prompt_len, max_new_tokens=max_new_tokens,
+                                 sampled=True),
+                     st.sampled_from(tp_sizes)).map(
+        lambda ct: RunConfig(**{**ct[0].to_dict(), "tp_size": ct[1]}))

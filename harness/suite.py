@@ -23,7 +23,8 @@ from harness.sampling_bounds import EXAMPLES as BOUND_EXAMPLES
 from harness.sampling_bounds import SamplingBoundsCase, prop_sampling_vocab, sampling_bounds_cases
 from harness.sampling_edges import EXAMPLES as EDGE_EXAMPLES
 from harness.sampling_edges import SamplingEdgesCase, prop_sampling_edges, sampling_edges_cases
-from harness.strategies import RunConfig, long_context_configs, run_configs
+from harness.strategies import RunConfig, long_context_configs, run_configs, tp_configs
+from harness.tp import prop_tp_equals_single
 
 _AXIS_ARG = {"page_size": "page_sizes", "draft": "drafts", "cuda_graph": "graphs"}
 # Found by `harness check` on the GPU: a tree smaller than its depth (ndt < num_steps + 1).
@@ -54,6 +55,29 @@ def _dist(on_gpu: bool, fixed: dict):
     return distribution_configs((fixed["cuda_graph"],) if "cuda_graph" in fixed else (False, True))
 
 
+def _tp(on_gpu: bool, fixed: dict):
+    graphs = (fixed["cuda_graph"],) if "cuda_graph" in fixed else (False, True)
+    sizes = (fixed["tp_size"],) if "tp_size" in fixed else (2,)
+    if on_gpu:
+        return tp_configs(sizes, max_batch=8, max_prompt_len=40, max_new_tokens=24,
+                          graphs=graphs, dtypes=("float32", "bfloat16"))
+    return tp_configs(sizes, graphs=graphs)
+
+
+def gpus_needed(cfg_or_axes, device: str) -> int:
+    """GPUs a configuration needs on `device` (its tp_size on CUDA; none on CPU)."""
+    tp = (dict(cfg_or_axes).get("tp_size", 1) if isinstance(cfg_or_axes, tuple)
+          else getattr(cfg_or_axes, "tp_size", 1))
+    return tp if device.startswith("cuda") else 0
+
+
+def runnable(cfg_or_axes, device: str) -> bool:
+    """False where a tensor-parallel configuration needs more GPUs than are visible."""
+    import torch
+    need = gpus_needed(cfg_or_axes, device)
+    return need <= 1 or torch.cuda.device_count() >= need
+
+
 @dataclass(frozen=True)
 class Law:
     prop: Callable
@@ -77,6 +101,7 @@ LAWS: dict[str, Law] = {
                           SamplingBoundsCase, tuple(BOUND_EXAMPLES)),
     "sampling_edges": Law(prop_sampling_edges, lambda on_gpu, fixed: sampling_edges_cases(),
                           SamplingEdgesCase, tuple(EDGE_EXAMPLES)),
+    "tp_equals_single": Law(prop_tp_equals_single, _tp),
 }
 ALL_PROPERTIES = {name: law.prop for name, law in LAWS.items()}
 
@@ -135,4 +160,8 @@ def suite() -> list[Entry]:
     out += [Entry("long_context", (("cuda_graph", g),), 2) for g in (False, True)]
     out += [Entry("sampled_distribution", (("cuda_graph", g),), 2) for g in (False, True)]
     out += [Entry("random_streams"), Entry("sampling_vocab"), Entry("sampling_edges")]
+    # Tensor parallelism: processes cost seconds to start, so few examples (one worker group
+    # serves them all); on CUDA these need tp_size GPUs (skipped with fewer, runnable()).
+    out += [Entry("tp_equals_single", (("tp_size", 2), ("cuda_graph", g)), 5)
+            for g in (False, True)]
     return out

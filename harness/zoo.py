@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from hypothesis import HealthCheck, Phase, settings
 
 from harness.oracles import OracleFailure
-from harness.suite import ALL_PROPERTIES, suite
+from harness.suite import ALL_PROPERTIES, runnable, suite
 from specdec import faults
 from specdec.faults import REGISTRY
 
@@ -65,9 +65,11 @@ def detect(fault: str, device: str, profile: settings) -> ZooRow:
     with faults.active(fault):
         try:
             for case in CASES.values():
-                judge(case.prop, case.example, "example")
+                if runnable(case.example, device):  # tensor parallel: enough GPUs
+                    judge(case.prop, case.example, "example")
             for entry in suite():
-                entry.law(device, lambda p, c: judge(p, c, "generated"), quiet)()
+                if runnable(entry.axes, device):
+                    entry.law(device, lambda p, c: judge(p, c, "generated"), quiet)()
         except _Caught:
             pass
         except Exception:  # Hypothesis re-raises our failure wrapped; the row is filled

@@ -44,12 +44,13 @@ def _generate(args) -> int:
                              f"tokenizer), got {args.prompt!r}") from None
     eng = Engine(model=args.model, spec=spec, draft=args.draft, page_size=args.page_size,
                  device=args.device, dtype=args.dtype, seed=args.seed, max_context=args.max_context,
-                 draft_max_position=args.draft_max_position)
+                 draft_max_position=args.draft_max_position, tp_size=args.tp)
     t0 = time.perf_counter()
     outs = eng.generate(prompts, max_new_tokens=args.max_new_tokens,
                         temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
                         seed=args.seed if args.temperature > 0 else None)
     dt = time.perf_counter() - t0
+    eng.close()  # tensor parallel: the workers exit with this process
     eos = eos_token_ids(args.model) if is_checkpoint_dir(args.model) else []
     for text, p, o in zip(args.prompt, prompts, outs):
         if codec is not None:
@@ -85,6 +86,10 @@ def _bench(args, argv) -> int:
     if args.what == "graphs":
         from specdec.bench import graphs
         rows = graphs.run(args.device, args.dtype, models, bss, context, iters, args.new_tokens)
+    elif args.what == "decode" and args.tp > 1:
+        from specdec.bench import tp
+        rows, extra = tp.run(args.device, args.dtype, models, bss, context, iters, args.warmup,
+                             args.tp)
     elif args.what == "decode":
         from specdec.bench import decode
         rows, extra = decode.run(args.device, args.dtype, models, bss, context, iters,
@@ -94,8 +99,9 @@ def _bench(args, argv) -> int:
         run = spec.run if args.what == "spec" else profile.run
         rows, extra = run(args.device, args.dtype, models, bss, context, iters, args.warmup,
                           spec.parse_configs(args.spec_configs))
-    results.write(args.out or f"bench/results/{args.what}-{args.device}.json", args.device, rows,
-                  args.what, extra, argv, plot=not args.no_plot)
+    name = args.what if args.tp == 1 else f"{args.what}-tp{args.tp}"
+    results.write(args.out or f"bench/results/{name}-{args.device}.json", args.device, rows,
+                  args.what, extra, argv, plot=not args.no_plot and args.tp == 1)
     return 0
 
 
@@ -146,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--max-context", type=int, default=512)
     g.add_argument("--max-new-tokens", type=int, default=16)
+    g.add_argument("--tp", type=int, default=1,
+                   help="tensor-parallel ranks (processes started here; gloo on CPU, NCCL on "
+                        "CUDA with one GPU per rank)")
     g.add_argument("--prompt", action="append", required=True,
                    help="text when a tokenizer is available, else space-separated token ids; "
                         "repeat for a batch")
@@ -165,10 +174,16 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--new-tokens", type=int, default=64, help="graphs: tokens per generate")
     b.add_argument("--spec-configs", default="1,3,4;4,4,8",
                    help="spec: topk,steps,ndt;... (profile: the first)")
+    b.add_argument("--tp", type=int, default=1,
+                   help="decode: the step sharded over this many ranks against one rank, with "
+                        "the collectives' time per step (specdec/bench/tp.py)")
     b.add_argument("--no-plot", action="store_true", help="JSON only")
     b.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     if args.cmd == "bench":
+        if args.tp < 1 or (args.tp > 1 and args.what != "decode"):
+            ap.error(f"--tp {args.tp}: an integer >= 1, and only `bench decode` runs tensor "
+                     "parallel")
         return _bench(args, sys.argv[1:] if argv is None else argv)
     try:
         return _generate(args)

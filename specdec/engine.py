@@ -25,6 +25,9 @@ from specdec.request import Req
 from specdec.sampling_params import SamplingParams
 from specdec.rounds import RoundRunner
 from specdec.scheduler import RequestOutput, Scheduler
+from specdec.tp.group import TPGroup, check_tp_args, serve
+from specdec.tp.replicate import check_replies, each_rank, replicated
+from specdec.tp.shard import check_divisible, shard_model
 from specdec.validate import check_prompt, check_prompts, reserve_margin
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -52,11 +55,20 @@ class Engine:
                  dtype: str = "float32", seed: int = 0, max_batch: int = 32,
                  max_context: int = 512, num_pages: int | None = None,
                  attention: str | None = None, cuda_graph_bs: list[int] | None = None,
-                 batch_invariant: bool = False, draft_max_position: int | None = None) -> None:
+                 batch_invariant: bool = False, draft_max_position: int | None = None,
+                 tp_size: int = 1, tp_check: bool = True, _tp_group=None) -> None:
         """draft: 'eagle' (a seeded EAGLE head), 'self' (the target drafts for itself),
         'perturbed[:scale]' (the target with seeded noise: tunable acceptance), a model shape
         name, or a checkpoint directory. draft_max_position: the drafter's own configured
-        max_position (an EAGLE config may say 2048); its RoPE table still covers max_context."""
+        max_position (an EAGLE config may say 2048); its RoPE table still covers max_context.
+        tp_size: ranks the target and drafter are sharded over (specdec/tp/): this process is
+        rank 0 and starts the others (or torchrun did: then Engine() on ranks > 0 serves rank
+        0 until it closes, and exits). On CUDA rank r runs on GPU (current + r) mod count
+        (torchrun: LOCAL_RANK). tp_check: every rank's state and graph decisions are
+        compared with rank 0's at each call (specdec/tp/replicate.py). close() (or `with`)
+        frees the workers for the next tensor-parallel Engine of this process."""
+        init_args = {k: v for k, v in locals().items() if k not in ("self", "_tp_group")}
+        check_tp_args(tp_size, device)
         if page_size < 1 or page_size > 64 or page_size & (page_size - 1):
             raise ValueError(f"page_size={page_size}: must be a power of two from 1 to 64")
         if dtype not in DTYPES:
@@ -71,8 +83,37 @@ class Engine:
         if max_context > self.cfg.max_position:
             raise ValueError(f"max_context={max_context} exceeds the model's max_position "
                              f"{self.cfg.max_position}")
+        check_divisible(self.cfg, tp_size)
+        self.tp_size, self.tp_check, self.tp_group = tp_size, tp_check, _tp_group
+        if tp_size > 1 and _tp_group is None:
+            self.tp_group = TPGroup.leader(tp_size, torch.device(device).type, self)
+            if self.tp_group.rank > 0:  # torchrun's rank > 0: serve rank 0's engine, then exit
+                serve(self.tp_group)
+                self.tp_group.shutdown()
+                raise SystemExit(0)
+            self.tp_group.send(("build", init_args, sorted(faults.enabled())))
+        if self.tp_group is not None and self.device_is_cuda(device):
+            device = f"cuda:{self.tp_group.cuda_index}"  # one GPU per rank
         self.spec, self.page_size, self.seed = spec, page_size, seed
         self.device, self.dtype = torch.device(device), DTYPES[dtype]
+        try:
+            self._init_rest(model, spec, draft, cuda_graph, num_pages, attention, cuda_graph_bs,
+                            batch_invariant, draft_max_position, max_batch, max_context)
+        except BaseException:
+            if self.tp_group is not None and self.tp_group.rank == 0:
+                self.tp_group.alive = False  # the workers failed alike and have ended
+                self.close()
+            raise
+        if self.tp_group is not None and self.tp_group.rank == 0:
+            check_replies(self.tp_group.replies(("ok", None, None)), None)
+
+    @staticmethod
+    def device_is_cuda(device: str) -> bool:
+        return torch.device(device).type == "cuda"
+
+    def _init_rest(self, model, spec, draft, cuda_graph, num_pages, attention, cuda_graph_bs,
+                   batch_invariant, draft_max_position, max_batch, max_context) -> None:
+        page_size, seed = self.page_size, self.seed
         self.max_batch = max_batch
         self.max_context = math.ceil(max_context / page_size) * page_size
         impl = attention or ("triton" if self.device.type == "cuda" else "torch")
@@ -93,6 +134,10 @@ class Engine:
                         if spec is not None else None)
         if self.drafter is not None and self.drafter is not self.target:
             self._cover_context(self.drafter)
+        if self.tp_group is not None:  # each rank keeps its shard of the full models
+            shard_model(self.target, self.tp_group.comm)
+            if self.drafter is not None and self.drafter is not self.target:
+                shard_model(self.drafter, self.tp_group.comm)
         for m in (self.target, self.drafter):
             if m is not None:
                 fuse_weights(m)  # one GEMM for q/k/v and for gate/up
@@ -165,7 +210,7 @@ class Engine:
             drafter.rope = table.to(self.device)
 
     def _backend(self, impl, cfg, slots, layers=None):
-        pool = KVPool(layers or cfg.num_layers, slots, cfg.num_kv_heads, cfg.head_dim,
+        pool = KVPool(layers or cfg.num_layers, slots, cfg.num_kv_heads // self.tp_size, cfg.head_dim,
                       self.dtype, self.device)
         return BACKENDS[impl](pool, self.req_to_token, self.page_size, cfg.head_dim ** -0.5)
 
@@ -174,6 +219,7 @@ class Engine:
         return self.memory.req_to_token
 
     # -- generation ---------------------------------------------------------------------
+    @replicated(validate="_generate_inputs")
     @torch.inference_mode()
     def generate(self, prompts: list[list[int]], max_new_tokens: int = 16,
                  temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
@@ -182,10 +228,8 @@ class Engine:
         """Continue each prompt by `max_new_tokens` tokens: greedy at temperature 0, else
         sampled. `sampling` (one for all, or one per prompt) overrides the keyword knobs; a
         per-request seed is `seed + i` for prompt i when `seed` is given."""
-        check_prompts(prompts, self.cfg.vocab_size, self.max_batch, max_new_tokens,
-                      self.max_context, reserve_margin(self.spec, self.page_size))
-        params = self._sampling_params(len(prompts), temperature, top_k, top_p, seed, sampling)
-        self._check_fits(prompts, max_new_tokens)
+        params = self._generate_inputs(prompts, max_new_tokens, temperature, top_k, top_p, seed,
+                                       sampling)
         # The batch goes through add/step like any other requests (others may be running:
         # they advance too). The recorder's on_finish sees each request as it finishes.
         reqs = [self._submit(p, max_new_tokens, sp) for p, sp in zip(prompts, params)]
@@ -200,11 +244,28 @@ class Engine:
                 sched.finished.pop(r.rid, None)  # returned here, not kept for output()
         return [r.visible_output() for r in reqs]
 
+    def _generate_inputs(self, prompts, max_new_tokens: int = 16, temperature: float = 0.0,
+                         top_k: int = 0, top_p: float = 1.0, seed: int | None = None,
+                         sampling=None) -> list[SamplingParams]:
+        """generate()'s checks (run first on rank 0 alone when tensor parallel)."""
+        check_prompts(prompts, self.cfg.vocab_size, self.max_batch, max_new_tokens,
+                      self.max_context, reserve_margin(self.spec, self.page_size))
+        params = self._sampling_params(len(prompts), temperature, top_k, top_p, seed, sampling)
+        self._check_fits(prompts, max_new_tokens)
+        return params
+
     # -- continuous batching ------------------------------------------------------------
+    @replicated(validate="_request_inputs")
     def add_request(self, prompt: list[int], max_new_tokens: int = 16,
                     sampling: SamplingParams | None = None) -> int:
         """Queue one request; it joins the running batch at a later step(). Returns its id.
         Refuses (OutOfSlots) a request whose worst case cannot fit the KV pool even alone."""
+        sampling = self._request_inputs(prompt, max_new_tokens, sampling)
+        return self._submit(prompt, max_new_tokens, sampling).rid
+
+    def _request_inputs(self, prompt, max_new_tokens: int = 16,
+                        sampling: SamplingParams | None = None) -> SamplingParams:
+        """add_request()'s checks (run first on rank 0 alone when tensor parallel)."""
         check_prompt(prompt, self.cfg.vocab_size, max_new_tokens, self.max_context,
                      reserve_margin(self.spec, self.page_size))
         sampling = SamplingParams() if sampling is None else sampling
@@ -217,7 +278,7 @@ class Engine:
             raise OutOfSlots(f"a prompt of {len(prompt)} tokens with max_new_tokens="
                              f"{max_new_tokens} needs {worst} pages in the worst case; the pool "
                              f"has {pool} pages of {self.page_size} tokens: raise num_pages")
-        return self._submit(prompt, max_new_tokens, sampling).rid
+        return sampling
 
     def _submit(self, prompt, max_new_tokens: int, sampling: SamplingParams) -> Req:
         # Engine-wide unique ids: the id is the allocator's page owner and a sampling seed key.
@@ -226,14 +287,20 @@ class Engine:
         self.scheduler.add(req)
         return req
 
+    @replicated
     @torch.inference_mode()
     def step(self) -> list[RequestOutput]:
         """Admit what fits, prefill it, run one round; returns the requests finished now."""
         return self.scheduler.step()
 
+    @replicated(validate="_abort_input")
     def abort(self, rid: int) -> RequestOutput:
         """Drop a waiting or running request now (its pages are free on return)."""
         return self.scheduler.abort(rid)
+
+    def _abort_input(self, rid: int) -> None:
+        if rid not in self.scheduler.live:
+            self.scheduler.abort(rid)  # raises the scheduler's own error, changes nothing
 
     def has_unfinished(self) -> bool:
         return bool(self.scheduler.live)
@@ -278,3 +345,31 @@ class Engine:
         """No leaked page, no page with two owners, page 0 never owned. `live`: the requests
         that own pages (default: the running ones; waiting requests own none)."""
         self.memory.check(self.live_requests() if live is None else list(live))
+
+    # -- tensor parallelism -----------------------------------------------------------------
+    def tp_each(self, fn, *args) -> list:
+        """fn(engine, *args) on every rank (a module-level function): results in rank order."""
+        return each_rank(self, fn, *args)
+
+    def close(self) -> None:
+        """Free the workers of a tensor-parallel engine (kept for this process's next one);
+        a no-op with tp_size 1 and on worker ranks."""
+        group, self.tp_group = self.tp_group, None
+        if group is None or group.rank > 0:
+            self.tp_group = group
+            return
+        if group.alive:
+            try:
+                group.send(("drop",))
+                check_replies(group.replies(("ok", None, None)), None)
+            except Exception:  # noqa: BLE001  a failed worker: the group is torn down below
+                group.alive = False
+        group.release()
+        if not group.alive:
+            group.shutdown()
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -26,8 +26,12 @@ class RoundRunner:
         factory = GraphFactory(engine.device) if cuda_graph else None
 
         def runner(phase):
-            return PhaseRunner(phase, engine.device, cuda_graph, buckets, engine.max_batch,
-                               batch_invariant, factory)
+            r = PhaseRunner(phase, engine.device, cuda_graph, buckets, engine.max_batch,
+                            batch_invariant, factory)
+            group = engine.tp_group
+            if group is not None:
+                r.tp_rank, r.tp_agree = group.rank, group if engine.tp_check else None
+            return r
 
         if engine.spec is None:
             self.decode_runner = runner(DecodePhase(engine))

@@ -15,6 +15,8 @@ from harness.properties import prop_structure
 from harness.random_streams import StreamConfig, prop_random_streams
 from harness.runs import default_device
 from harness.strategies import RunConfig
+from harness.suite import runnable
+from harness.tp import prop_tp_equals_single
 from specdec.engine import Engine
 from specdec.graphs import runner as graph_runner
 from specdec.graphs.standin import CPUGraph
@@ -155,3 +157,20 @@ def test_long_context_crosses_the_tables():
     def law(cfg):
         assert cfg.min_prompt_len > max(128, cfg.draft_max_position)
     law()
+
+
+# -- tensor parallelism: tp N equals tp 1 ------------------------------------------------------
+TP = RunConfig(1, 3, 4, 4, "eagle", 3, 10, 6, 11, cuda_graph=True, graph_bs=(2, 4), tp_size=2)
+
+
+def test_tp_law_rejects_misordered_vocab_gather(monkeypatch):
+    """The vocab gather concatenating the shards in reverse rank order on rank 0 (a mistake
+    no bug-zoo fault names): rank 0's tokens leave the workers' and tp 1's."""
+    if not runnable(TP, DEVICE):
+        pytest.skip("tp_size=2 needs 2 GPUs on CUDA")
+    prop_tp_equals_single(TP, DEVICE)
+    from specdec.tp.comm import TPComm
+    gather = TPComm.gather_last
+    monkeypatch.setattr(TPComm, "gather_last",
+                        lambda self, x: gather(self, x).roll(x.shape[-1], dims=-1))
+    _fails("tp_equals_single", prop_tp_equals_single, TP, DEVICE)

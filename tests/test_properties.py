@@ -5,10 +5,11 @@ carries the one-line replay command (`python -m harness repro ...`)."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from harness.check import repro_command
 from harness.runs import default_device
-from harness.suite import ALL_PROPERTIES, suite
+from harness.suite import ALL_PROPERTIES, gpus_needed, runnable, suite
 
 DEVICE = default_device()
 
@@ -22,6 +23,17 @@ def _check(name: str, cfg) -> None:
         raise
 
 
-@pytest.mark.parametrize("entry", suite(), ids=lambda e: e.id)
+def _param(entry):
+    """Tensor-parallel entries need tp_size GPUs on CUDA: marked multi_gpu (select them with
+    `-m multi_gpu`, or leave them out with `-m "not multi_gpu"`), skipped with fewer GPUs."""
+    if gpus_needed(entry.axes, DEVICE) > 1:
+        return pytest.param(entry, marks=pytest.mark.multi_gpu)
+    return entry
+
+
+@pytest.mark.parametrize("entry", [_param(e) for e in suite()], ids=lambda e: e.id)
 def test_property(entry):
+    if not runnable(entry.axes, DEVICE):
+        pytest.skip(f"{entry.id} needs {gpus_needed(entry.axes, DEVICE)} GPUs, "
+                    f"{torch.cuda.device_count()} visible")
     entry.law(DEVICE, _check)()

@@ -15,6 +15,7 @@ import torch
 
 from specdec import faults
 from specdec.graphs.cuda_graph import GraphFactory
+from specdec.tp.replicate import agree
 
 DEFAULT_BUCKETS = list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 161, 16))
 SEQ_LEN_FILL = 1  # padded requests' seq_len: a one-token context reading reserved slot 0
@@ -64,6 +65,13 @@ def pad_inputs(specs: dict[str, InputSpec], live: dict[str, torch.Tensor], bs: i
     return views
 
 
+def idle_lanes_from_live_row(views, live, bs: int, size: int) -> None:
+    """The tp_idle_rank_dummy_writes fault: a worker rank builds its idle (padded) lanes from
+    its own last live request row instead of reserved row 0."""
+    if size > bs and "req_pool_indices" in views:
+        views["req_pool_indices"][bs:size].copy_(live["req_pool_indices"][bs - 1:bs].expand(size - bs))
+
+
 class PhaseRunner:
     def __init__(self, phase, device: torch.device, use_graph: bool, buckets: list[int],
                  max_bs: int, batch_invariant: bool, factory: GraphFactory | None) -> None:
@@ -74,6 +82,9 @@ class PhaseRunner:
         self.graphs, self.outputs, self.metadata, self.views = {}, {}, {}, {}
         self.dirty: dict[str, int] = {}  # per static input: rows past it hold the pad value
         self.last_ran_graph = False
+        # Tensor parallelism (specdec/tp/): this rank, and the group every decision is checked
+        # against before the phase's collectives run (None: no check, or one rank).
+        self.tp_rank, self.tp_agree = 0, None
         if use_graph and self.buckets:
             self._capture_all(factory)
 
@@ -113,9 +124,16 @@ class PhaseRunner:
     def run(self, live: dict[str, torch.Tensor], bs: int) -> dict[str, torch.Tensor]:
         """Outputs for the bs live requests, as fresh tensors (never the graph's buffers)."""
         self.last_ran_graph = self.can_run(bs)
+        if faults.on("tp_rank_divergent_padding") and self.tp_rank > 0:
+            self.last_ran_graph = False  # a worker falls back to eager where rank 0 replays
+        invariant = self.batch_invariant and bs <= max(self.buckets, default=0)
+        size = self.bucket(bs) if self.last_ran_graph or invariant else bs
+        if self.tp_agree is not None:  # every rank pads alike and replays or runs eager alike
+            agree(self.tp_agree, (type(self.phase).__name__, self.last_ran_graph, size))
         if self.last_ran_graph:
-            size = self.bucket(bs)
             views = pad_inputs(self.phase.inputs, live, bs, size, self.static, self.dirty)
+            if faults.on("tp_idle_rank_dummy_writes") and self.tp_rank > 0:
+                idle_lanes_from_live_row(views, live, bs, size)
             views.update(self.phase.load_extra(live, bs, size, self.views[size]))
             for name, t in self.views[size].items():  # what `prepare` derived in the capture
                 views.setdefault(name, t)
@@ -124,8 +142,9 @@ class PhaseRunner:
             outs = self.outputs[size]
             self.phase.after_replay(views, size, bs, self.metadata[size], outs)
         else:
-            size = self.bucket(bs) if self.batch_invariant and bs <= max(self.buckets, default=0) else bs
             views = pad_inputs(self.phase.inputs, live, bs, size)
+            if faults.on("tp_idle_rank_dummy_writes") and self.tp_rank > 0:
+                idle_lanes_from_live_row(views, live, bs, size)
             views.update(self.phase.load_extra(live, bs, size, None))
             views.update(self.phase.prepare(views, size))
             outs = self.phase.forward(views, size, None, bs)

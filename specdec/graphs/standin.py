@@ -42,6 +42,15 @@ _SYNC_OPS = {
 }
 
 
+# Functional collectives (specdec/tp/comm.py) return before their result is ready: replay
+# waits on each one's fresh result before copying it into the captured output, as a CUDA
+# graph orders the captured NCCL kernel before its consumers.
+_COLLECTIVE_OPS = {
+    torch.ops._c10d_functional.all_reduce.default,
+    torch.ops._c10d_functional.all_gather_into_tensor.default,
+}
+
+
 class GraphCaptureError(RuntimeError):
     """Something that a real CUDA graph capture would reject."""
 
@@ -82,6 +91,8 @@ class CPUGraph:
             if func in _ALLOC_OPS:
                 continue
             new = func(*args, **kwargs)
+            if func in _COLLECTIVE_OPS:
+                new = torch.ops._c10d_functional.wait_tensor(new)
             if aliased:  # in-place ops and views: the captured tensor already shares memory
                 continue
             for dst, src in zip(tree_flatten(captured)[0], tree_flatten(new)[0]):

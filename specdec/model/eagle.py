@@ -13,6 +13,7 @@ from specdec.model.llama import DecoderLayer, LlamaModel
 
 class EagleHead(nn.Module):
     shifted = True  # row at position p consumes (target hidden h_p, token t_{p+1})
+    tp = None  # a TPComm once sharded; fc stays replicated (specdec/tp/shard.py)
 
     def __init__(self, cfg: ModelConfig, target: LlamaModel, fc_bias: bool = False,
                  own_embedding: bool = False) -> None:
@@ -31,8 +32,12 @@ class EagleHead(nn.Module):
 
     def forward(self, fb: ForwardBatch, backend, logit_rows: torch.Tensor | None = None):
         target = self._target[0]
-        embed = target.embed_tokens if self.embed_tokens is None else self.embed_tokens
-        emb = embed(fb.input_ids)
+        if self.embed_tokens is None:
+            emb = target.embed(fb.input_ids)
+        elif self.tp is None:
+            emb = self.embed_tokens(fb.input_ids)
+        else:
+            emb = self.tp.vocab_embed(self.embed_tokens.weight, fb.input_ids)
         x = self.fc(torch.cat([emb, fb.hidden_states.to(emb.dtype)], dim=-1))
         residual = None
         for layer in self.layers:

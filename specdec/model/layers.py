@@ -104,6 +104,8 @@ def rope_inv_freq(head_dim: int, theta: float, scaling: dict | None) -> torch.Te
 
 
 class MLP(nn.Module):
+    tp = None  # a TPComm once sharded (specdec/tp/shard.py): down_proj all-reduced
+
     def __init__(self, hidden: int, intermediate: int) -> None:
         super().__init__()
         self.gate_proj = nn.Linear(hidden, intermediate, bias=False)
@@ -121,4 +123,5 @@ class MLP(nn.Module):
             gate_up = torch.cat([self.gate_proj(x), self.up_proj(x)], dim=-1)
         else:
             gate_up = F.linear(x, w)
-        return self.down_proj(on_device(x, silu_mul, silu_mul_ref)(gate_up))
+        out = self.down_proj(on_device(x, silu_mul, silu_mul_ref)(gate_up))
+        return out if self.tp is None else self.tp.all_reduce(out)  # row-parallel down_proj

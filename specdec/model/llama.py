@@ -7,12 +7,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from specdec import faults
 from specdec.attention.forward_batch import ForwardBatch
 from specdec.config import ModelConfig
 from specdec.model.layers import MLP, RMSNorm, RotaryEmbedding, fuse_linears, fused_weight
 
 
 class Attention(nn.Module):
+    tp = None  # a TPComm once sharded (specdec/tp/shard.py): heads local, o_proj all-reduced
+
     def __init__(self, cfg: ModelConfig, layer_id: int) -> None:
         super().__init__()
         self.layer_id = layer_id
@@ -38,8 +41,8 @@ class Attention(nn.Module):
         k = qkv[:, nq:nq + nkv].view(n, self.num_kv_heads, d)
         v = qkv[:, nq + nkv:].view(n, self.num_kv_heads, d)
         # The backend rotates q and k at `positions` (fused with the KV store) and attends.
-        out = backend.forward(q, k, v, self.layer_id, fb, rope, positions)
-        return self.o_proj(out.reshape(n, -1))
+        out = self.o_proj(backend.forward(q, k, v, self.layer_id, fb, rope, positions).reshape(n, -1))
+        return out if self.tp is None else self.tp.all_reduce(out)  # row-parallel o_proj
 
 
 class DecoderLayer(nn.Module):
@@ -97,6 +100,7 @@ class LlamaModel(nn.Module):
     the hidden states are post-final-norm, the input the EAGLE head consumes."""
 
     shifted = False  # as a drafter: row at position p consumes token p (conventions section 3)
+    tp = None  # a TPComm once sharded: embedding and LM head hold this rank's vocab rows
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -112,10 +116,20 @@ class LlamaModel(nn.Module):
         return self.embed_tokens.weight if self.lm_head is None else self.lm_head.weight
 
     def compute_logits(self, h: torch.Tensor) -> torch.Tensor:
-        return F.linear(h, self.lm_head_weight).float()
+        """Full-vocabulary logits: sharded, each rank's rows gathered before any argmax,
+        top-k or sampling reads them."""
+        logits = F.linear(h, self.lm_head_weight).float()
+        if self.tp is None or faults.on("tp_vocab_shard_argmax_local"):
+            return logits  # the fault: the local shard's logits, its indices taken as tokens
+        return self.tp.gather_last(logits)
+
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        if self.tp is None:
+            return self.embed_tokens(ids)
+        return self.tp.vocab_embed(self.embed_tokens.weight, ids)
 
     def forward(self, fb: ForwardBatch, backend, logit_rows: torch.Tensor | None = None):
-        x, residual = self.embed_tokens(fb.input_ids), None
+        x, residual = self.embed(fb.input_ids), None
         for layer in self.layers:
             x, residual = layer(x, residual, fb.positions, self.rope, fb, backend)
         h, _ = self.norm(x, residual)

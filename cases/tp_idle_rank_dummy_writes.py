@@ -1,0 +1,14 @@
+from cases.case import Case
+from harness.strategies import RunConfig
+
+CASE = Case(
+    fault="tp_idle_rank_dummy_writes",
+    story="vLLM #56734, tensor-parallel form: the idle lanes every rank runs so that its "
+          "collectives match rank 0's padded batch were built on a worker from its own last "
+          "live request row instead of reserved row 0, so the dummy lanes wrote KV and draft "
+          "state through that request's row on that rank's shard only.",
+    prop="tp_equals_single", oracle="tp_equals_single",
+    # 3 requests pad to the bucket 4: one idle lane per phase.
+    example=RunConfig(1, 3, 4, 1, "eagle", 3, 12, 8, 5, cuda_graph=True, graph_bs=(2, 4),
+                      tp_size=2),
+)

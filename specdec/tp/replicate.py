@@ -1,0 +1,150 @@
+"""How rank 0's engine runs on every rank: each call that changes engine state (generate,
+add_request, step, abort) is sent to the workers, which run the same call on identical
+engines. The scheduler is the same deterministic code on every rank and reads the same
+inputs: the calls, and the tokens, which are identical on every rank because the logits are
+gathered to the full vocabulary and the coins are keyed by (seed, request, position). So
+admissions, page allocations, retractions, padding and graph decisions are the same
+everywhere without shipping them.
+
+That rests on the ranks agreeing, so with `tp_check` it is checked: after each call every
+rank's state digest (tokens, sequence lengths, rows, pages, the allocator, the call's
+result) must equal rank 0's, and before each captured phase runs every rank's decision
+(graph or eager, padded size) must equal rank 0's: a rank entering a collective with other
+shapes would make gloo abort the process (or NCCL hang)."""
+from __future__ import annotations
+
+import functools
+
+from specdec import faults
+
+
+class TPDivergence(RuntimeError):
+    """A worker rank's state or decision differs from rank 0's."""
+
+
+def state_digest(engine, result=None) -> dict:
+    """What must be identical on every rank after a call."""
+    s = engine.scheduler
+    alloc = engine.memory.allocator
+    return {"running": [(r.rid, r.row, r.seq_len, list(r.output), list(r.pages))
+                        for r in s.running],
+            "waiting": [(r.rid, r.seq_len, list(r.output)) for r in s.waiting],
+            "finished": sorted((rid, tuple(o.tokens), o.finish_reason)
+                               for rid, o in s.finished.items()),
+            "owner": list(alloc.owner), "free": sorted(alloc._free),
+            "retractions": s.retractions, "stats": str(engine.stats), "result": repr(result)}
+
+
+def _first_difference(a: dict, b: dict) -> str:
+    for key in a:
+        if a[key] != b.get(key):
+            return f"{key}: rank 0 has {str(a[key])[:200]}, this rank {str(b.get(key))[:200]}"
+    return "?"
+
+
+def check_replies(replies: list, mine_digest) -> list:
+    """Raise for a worker's error or a digest differing from rank 0's; the per-rank values."""
+    for rank, (status, digest, _value) in enumerate(replies[1:], start=1):
+        if status != "ok":
+            raise TPDivergence(f"tp rank {rank} failed where rank 0 did not: {digest}")
+        if mine_digest is not None and digest != mine_digest:
+            raise TPDivergence(f"tp rank {rank} diverged from rank 0 after the call: "
+                               + _first_difference(mine_digest, digest))
+    return [v for _, _, v in replies]
+
+
+def _peer_gone(exc: BaseException) -> bool:
+    """A collective that failed because another rank ended (gloo: the peer closed)."""
+    import torch.distributed as dist
+    return isinstance(exc, dist.DistError) or "closed by peer" in str(exc)
+
+
+def replicated(method=None, *, validate: str | None = None):
+    """Rank 0: send the call to every worker, run it here, then (tp_check) compare states.
+    A worker, or a nested call, runs it locally. `validate`: the name of the method's input
+    checks, run on rank 0 before anything is sent: bad input raises there, and the workers
+    never see it (a worker's failure ends the group, see specdec/tp/group.py)."""
+    def wrap(method):
+        @functools.wraps(method)
+        def call(self, *args, **kwargs):
+            group = getattr(self, "tp_group", None)
+            if group is None or group.executing:
+                return method(self, *args, **kwargs)
+            if validate is not None:
+                getattr(self, validate)(*args, **kwargs)
+            return run_everywhere(self, group, method, args, kwargs)
+        return call
+    return wrap if method is None else wrap(method)
+
+
+def run_everywhere(engine, group, method, args, kwargs):
+    from specdec.tp.group import TPWorkerError
+    if not group.alive:
+        raise RuntimeError("this tensor-parallel engine's group failed earlier (see that "
+                           "error): build a new Engine")
+    check = engine.tp_check
+    group.send(("call", method.__name__, args, kwargs, check, sorted(faults.enabled())))
+    group.executing = True
+    try:
+        result = method(engine, *args, **kwargs)
+        replies = collect(group, ("ok", state_digest(engine, result) if check else None, None))
+    except (TPDivergence, TPWorkerError):
+        group.alive = False  # the ranks disagree, or a worker has ended
+        raise
+    except Exception as exc:
+        why = group.worker_failure(wait_s=2.0)
+        group.alive = False  # a rank failed mid-call: the ranks no longer agree
+        if why is not None and _peer_gone(exc):
+            raise TPWorkerError(why) from exc  # the worker's failure is the cause
+        if why is not None:
+            exc.add_note(f"and on a worker: {why.splitlines()[0]}")
+        raise
+    finally:
+        group.executing = False
+    check_replies(replies, replies[0][1])
+    return result
+
+
+def each_rank(engine, fn, *args) -> list:
+    """fn(engine_of_rank_r, *args) on every rank (fn: a module-level function, pickled to
+    the workers); the results in rank order. Harness probes: KV shards, accounting."""
+    if engine.tp_group is None:
+        return [fn(engine, *args)]
+    return on_every_rank(engine.tp_group, engine, fn, *args)
+
+
+def on_every_rank(group, engine, fn, *args) -> list:
+    """fn(this rank's engine or None, *args) on every rank of `group`, in rank order."""
+    if not group.alive:
+        raise RuntimeError("this tensor-parallel engine's group failed earlier: build a new "
+                           "Engine")
+    group.send(("each", fn, args))
+    group.executing = True
+    try:
+        mine = fn(engine, *args)
+        return check_replies(collect(group, ("ok", None, mine)), None)
+    finally:
+        group.executing = False
+
+
+def collect(group, mine) -> list:
+    """Every rank's reply; a worker that died instead (its error on the queue) is raised
+    here as TPWorkerError with its message, and the group is marked broken."""
+    from specdec.tp.group import TPWorkerError
+    try:
+        return group.replies(mine)
+    except Exception as exc:
+        why = group.worker_failure(wait_s=2.0)
+        group.alive = False
+        if why is not None:
+            raise TPWorkerError(why) from exc
+        raise
+
+
+def agree(group, what: tuple) -> None:
+    """Every rank's decision `what` equals rank 0's, before the collectives that need it."""
+    out = group.replies(what)
+    for rank, theirs in enumerate(out[1:], start=1):
+        if theirs != out[0]:
+            raise TPDivergence(f"tp rank {rank} would run {theirs}, rank 0 runs {out[0]}: "
+                               "ranks must pad to the same bucket and replay or run eager alike")

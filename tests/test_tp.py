@@ -1,0 +1,93 @@
+"""Tensor parallelism on CPU (gloo, two processes): bad input, the workers' lifecycle, errors
+that reach rank 0, and the cross-rank check. Token equality with one rank, KV shards and
+accounting are the law tp_equals_single (harness/tp.py, drawn in tests/test_properties.py)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from specdec import Engine, SpecConfig
+from specdec.tp.group import TPGroup, TPWorkerError
+from specdec.tp.replicate import TPDivergence
+
+SPEC = SpecConfig(1, 3, 4)
+
+
+@pytest.mark.parametrize("tp_size,match", [
+    (0, r"tp_size=0: expected an integer >= 1"),
+    (-2, r"tp_size=-2: expected an integer >= 1"),
+    ("2", r"tp_size='2': expected an integer >= 1"),
+    (True, r"tp_size=True: expected an integer >= 1"),
+    (3, r"tp_size=3 must divide the model's num_kv_heads=2"),
+])
+def test_bad_tp_size(tp_size, match):
+    with pytest.raises(ValueError, match=match):
+        Engine(spec=SPEC, tp_size=tp_size)
+
+
+def test_tp_device_forms():
+    with pytest.raises(ValueError, match=r"device='cuda:1' with tp_size=2: pass device='cuda'"):
+        Engine(device="cuda:1", tp_size=2)
+    if torch.cuda.device_count() < 2:
+        with pytest.raises(ValueError, match=r"tp_size=2 but \d GPU\(s\) are visible"):
+            Engine(device="cuda", tp_size=2)
+    with pytest.raises(ValueError, match=r"device='meta': tensor parallelism runs on 'cpu'"):
+        Engine(device="meta", tp_size=2)
+
+
+# -- probes, run on every rank (module level: pickled to the worker) ------------------------
+def _boom(engine):
+    if engine.tp_group.rank > 0:
+        raise ValueError("boom on the worker")
+
+
+def _steal_a_page(engine):
+    """Desynchronise the worker's allocator (a page taken on rank 1 only)."""
+    if engine.tp_group.rank > 0:
+        engine.memory.allocator.alloc(1, owner=-7)
+
+
+def _pid(engine):
+    import os
+    return os.getpid()
+
+
+def _engine(**kw):
+    return Engine(spec=SPEC, max_batch=4, max_context=64, tp_size=2, **kw)
+
+
+def test_tp_lifecycle_errors_and_checks():
+    """One group of workers serves every engine of this test (starting one costs seconds)."""
+    with _engine(cuda_graph=True, cuda_graph_bs=[2, 4]) as eng:
+        single = Engine(spec=SPEC, max_batch=4, max_context=64, cuda_graph=True,
+                        cuda_graph_bs=[2, 4])
+        # continuous batching with an abort, through the replicated calls
+        prompts = [[1, 2, 3], [4, 5, 6, 7, 8], [9]]
+        for e in (eng, single):
+            rids = [e.add_request(p, 6) for p in prompts]
+            e.step()
+            e.abort(rids[1])
+            while e.has_unfinished():
+                e.step()
+        assert [eng.output(r).tokens for r in rids] == [single.output(r).tokens for r in rids]
+        # bad input is refused on rank 0 before the workers see it: the group stays usable
+        with pytest.raises(ValueError, match=r"prompt token 2 = 999 is outside the vocabulary"):
+            eng.add_request([1, 2, 999])
+        with pytest.raises(ValueError, match=r"abort\(77\): no live request"):
+            eng.abort(77)
+        assert eng.generate([[5, 6]], 4) == single.generate([[5, 6]], 4)
+        pids = eng.tp_each(_pid)
+        with pytest.raises(RuntimeError, match=r"one tensor-parallel Engine per process"):
+            _engine()
+    with _engine() as again:  # closed: the same workers serve the next engine
+        assert again.tp_each(_pid) == pids
+        # the cross-rank check: a worker whose accounting differs is refused at the next call
+        again.tp_each(_steal_a_page)
+        with pytest.raises(TPDivergence, match=r"tp rank 1 diverged from rank 0.*owner"):
+            again.add_request([1, 2, 3], 4)
+    with _engine() as third:  # a failure ends the group; the next engine starts a fresh one
+        with pytest.raises(TPWorkerError, match=r"tp rank 1: ValueError: boom on the worker"):
+            third.tp_each(_boom)
+        with pytest.raises(RuntimeError, match=r"group failed earlier"):
+            third.generate([[1]], 2)
+    assert TPGroup._current is None or not TPGroup._current.in_use
