@@ -52,11 +52,17 @@ class Engine:
                  dtype: str = "float32", seed: int = 0, max_batch: int = 32,
                  max_context: int = 512, num_pages: int | None = None,
                  attention: str | None = None, cuda_graph_bs: list[int] | None = None,
-                 batch_invariant: bool = False, draft_max_position: int | None = None) -> None:
+                 batch_invariant: bool = False, draft_max_position: int | None = None,
+                 overlap: bool = False) -> None:
         """draft: 'eagle' (a seeded EAGLE head), 'self' (the target drafts for itself),
         'perturbed[:scale]' (the target with seeded noise: tunable acceptance), a model shape
         name, or a checkpoint directory. draft_max_position: the drafter's own configured
-        max_position (an EAGLE config may say 2048); its RoPE table still covers max_context."""
+        max_position (an EAGLE config may say 2048); its RoPE table still covers max_context.
+        overlap: queue round i+1 before reading round i's results (conventions section 10;
+        specdec/overlap.py): the same tokens, the host's work hidden behind the GPU's."""
+        if not isinstance(overlap, bool):
+            raise ValueError(f"overlap={overlap!r}: expected True or False")
+        self.overlap = overlap
         if page_size < 1 or page_size > 64 or page_size & (page_size - 1):
             raise ValueError(f"page_size={page_size}: must be a power of two from 1 to 64")
         if dtype not in DTYPES:
@@ -183,7 +189,7 @@ class Engine:
         sampled. `sampling` (one for all, or one per prompt) overrides the keyword knobs; a
         per-request seed is `seed + i` for prompt i when `seed` is given."""
         check_prompts(prompts, self.cfg.vocab_size, self.max_batch, max_new_tokens,
-                      self.max_context, reserve_margin(self.spec, self.page_size))
+                      self.max_context, reserve_margin(self.spec, self.page_size, self.overlap))
         params = self._sampling_params(len(prompts), temperature, top_k, top_p, seed, sampling)
         self._check_fits(prompts, max_new_tokens)
         # The batch goes through add/step like any other requests (others may be running:
@@ -193,6 +199,7 @@ class Engine:
         try:
             while any(r.rid in sched.live for r in reqs):
                 sched.step()
+            sched.drain()  # return with nothing in flight: every page of the batch is free
         finally:
             for r in reqs:
                 if r.rid in sched.live:  # an exception mid-run: free what it holds
@@ -206,7 +213,7 @@ class Engine:
         """Queue one request; it joins the running batch at a later step(). Returns its id.
         Refuses (OutOfSlots) a request whose worst case cannot fit the KV pool even alone."""
         check_prompt(prompt, self.cfg.vocab_size, max_new_tokens, self.max_context,
-                     reserve_margin(self.spec, self.page_size))
+                     reserve_margin(self.spec, self.page_size, self.overlap))
         sampling = SamplingParams() if sampling is None else sampling
         if not isinstance(sampling, SamplingParams):
             raise TypeError(f"sampling={sampling!r}: expected a SamplingParams or None")
@@ -232,19 +239,24 @@ class Engine:
         return self.scheduler.step()
 
     def abort(self, rid: int) -> RequestOutput:
-        """Drop a waiting or running request now (its pages are free on return)."""
+        """Drop a waiting or running request (Scheduler.abort: an unknown or already finished
+        id raises ValueError; under overlap a request in the round in flight keeps its pages
+        until that round resolves)."""
         return self.scheduler.abort(rid)
 
     def has_unfinished(self) -> bool:
-        return bool(self.scheduler.live)
+        """Live requests, or (overlap) a round in flight or pages awaiting its resolve."""
+        sched = self.scheduler
+        return bool(sched.live) or sched.inflight is not None or bool(sched.deferred)
 
     def output(self, rid: int) -> RequestOutput:
         """A request's tokens so far (final once finish_reason is set)."""
         return self.scheduler.output(rid)
 
     def live_requests(self) -> list[Req]:
-        """Requests that own pages now (running): what check_accounting should be given."""
-        return list(self.scheduler.running)
+        """Requests that own pages now (running, and under overlap the finished or aborted
+        ones whose release waits for the round in flight): what check_accounting is given."""
+        return self.scheduler.holding()
 
     def _sampling_params(self, n, temperature, top_k, top_p, seed, sampling):
         if sampling is None:
@@ -271,7 +283,7 @@ class Engine:
                              f"{free} free: use fewer or shorter prompts, or more num_pages")
 
     def _worst_pages(self, prompt, max_new_tokens: int) -> int:
-        margin = reserve_margin(self.spec, self.page_size)
+        margin = reserve_margin(self.spec, self.page_size, self.overlap)
         return -(-(len(prompt) + max_new_tokens + margin) // self.page_size)
 
     def check_accounting(self, live: list[Req] | None = None) -> None:

@@ -12,3 +12,10 @@ def to_device(device: torch.device, *lists: list[int]) -> tuple[torch.Tensor, ..
     if device.type == "cuda":
         flat = flat.pin_memory().to(device, non_blocking=True)
     return flat.split([len(x) for x in lists])
+
+
+def tensor_to_device(device: torch.device, t: torch.Tensor) -> torch.Tensor:
+    """A host tensor on `device` without waiting for the stream (pinned, non-blocking)."""
+    if device.type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
