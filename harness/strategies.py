@@ -34,6 +34,7 @@ class RunConfig:
     stop_at: int = -1               # >= 0: a stop token taken from the reference output
     min_prompt_len: int = 1
     draft_max_position: int = 0     # > 0: the drafter's own configured max_position
+    overlap: bool = False           # overlap scheduling (conventions section 10)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "graph_bs", tuple(self.graph_bs))  # JSON gives a list
@@ -45,7 +46,7 @@ class RunConfig:
     def axes(self) -> tuple:
         """The coarse configuration this run covers (for coverage counts)."""
         return (self.topk, self.num_steps, self.page_size, self.draft, self.cuda_graph,
-                self.temperature > 0, self.draft_sampling)
+                self.temperature > 0, self.draft_sampling, self.overlap)
 
 
 def spec_shapes():
@@ -99,6 +100,7 @@ def run_configs(drafts=DRAFTS, page_sizes=(1, 2, 4, 16, 64), max_batch: int = 10
         graph_bs=st.sampled_from(tuple(graph_bs)),
         ragged=st.booleans(),
         stop_at=st.integers(-1, max_new_tokens - 1) if stops else st.just(-1),
+        overlap=st.booleans(),
     )
 
 
@@ -121,4 +123,5 @@ def long_context_configs(max_batch: int = 3, context: tuple = (150, 300), graphs
         graph_bs=st.just((1, 2, 4)),
         ragged=st.booleans(),
         draft_max_position=st.sampled_from(draft_positions),
+        overlap=st.booleans(),
     )

@@ -130,6 +130,8 @@ class Scheduler:
                 stats.req_rounds += len(applied)
                 stats.drafted += len(applied) * (e.spec.ndt - 1)
                 stats.accepted += sum(a for _, a in applied) - len(applied)
+        if e.recorder is not None:
+            e.recorder.on_resolve([r for r, _ in applied])
         for r in [r for r in self.deferred if not r.unresolved]:
             self.deferred.remove(r)
             e.memory.release(r)
