@@ -125,6 +125,52 @@ class RoundRunner:
             pending = [PLACEHOLDER] * len(reqs)  # one flag for the batch, not one per request
         return [r.row for r in reqs], seq, pending
 
+    # -- a step: launch, then resolve ---------------------------------------------------
+    def launch(self, reqs: list[Req]) -> InFlight:
+        return self.launch_decode(reqs) if self.e.spec is None else self.launch_spec(reqs)
+
+    def decode_step(self, reqs: list[Req]) -> None:
+        """One plain decode step, synchronously (benches drive requests of their own)."""
+        self.resolve(self.launch_decode(reqs), self.commit)
+
+    def spec_round(self, reqs: list[Req]) -> None:
+        """One speculative round, synchronously (benches drive requests of their own)."""
+        self.resolve(self.launch_spec(reqs), self.commit)
+
+    def commit(self, r: Req, advance: int, tokens: list[int]) -> bool:
+        """Round results into the host's request: tokens, committed length, and the pages
+        past what the request still needs given back."""
+        r.output.extend(tokens)
+        r.seq_len += advance
+        # Keep what a round in flight may still write (it starts at the new length).
+        keep = self.step_ends([r.seq_len])[0] if r.unresolved else r.seq_len + 1
+        if faults.on("overlap_early_free"):
+            keep = r.seq_len + 1
+        self.e.memory.shrink(r, keep)
+        return True
+
+    def resolve(self, flight: InFlight, apply) -> None:
+        """Wait for a launched round and hand each request's results to `apply(r, advance,
+        tokens)` (False: discarded); statistics count what was applied."""
+        applied = []
+
+        def counted(r, advance, tokens):
+            if apply(r, advance, tokens):
+                applied.append((r, advance))
+
+        e = self.e
+        if flight.kind == "decode":
+            self.resolve_decode(flight, counted)
+        else:
+            self.resolve_spec(flight, counted)
+            if applied:
+                e.stats.rounds += 1
+                e.stats.req_rounds += len(applied)
+                e.stats.drafted += len(applied) * (e.spec.ndt - 1)
+                e.stats.accepted += sum(a for _, a in applied) - len(applied)
+        if e.recorder is not None:
+            e.recorder.on_resolve([r for r, _ in applied])
+
     # -- plain decode (spec=None baseline) ------------------------------------------------
     def launch_decode(self, reqs: list[Req]) -> InFlight:
         """Queue one decode step; nothing here waits for the device (the host's lengths are

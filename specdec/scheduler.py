@@ -81,8 +81,7 @@ class Scheduler:
         done += self._retract_until_fits()
         flight = None
         if self.running:
-            rounds = self.e.rounds
-            flight = (rounds.launch_decode if self.e.spec is None else rounds.launch_spec)(self.running)
+            flight = self.e.rounds.launch(self.running)
         if self.e.overlap:  # round i+1 is queued: now wait for round i
             flight, self.inflight = self.inflight, flight
         if flight is not None:
@@ -105,36 +104,16 @@ class Scheduler:
 
     # -- a round's results -----------------------------------------------------------------
     def _resolve(self, flight) -> None:
-        e, stats = self.e, self.e.stats
-        applied = []
-
-        def apply(r: Req, advance: int, tokens: list[int]) -> None:
+        def apply(r: Req, advance: int, tokens: list[int]) -> bool:
             # Finished or aborted in an earlier round: this round ran for nothing.
             if r.rid not in self.live and not faults.on("overlap_finish_late_tokens"):
-                return
-            r.output.extend(tokens)
-            r.seq_len += advance
-            # Keep what the round in flight may still write (it starts at the new length).
-            keep = e.rounds.step_ends([r.seq_len])[0] if r.unresolved else r.seq_len + 1
-            if faults.on("overlap_early_free"):
-                keep = r.seq_len + 1
-            e.memory.shrink(r, keep)
-            applied.append((r, advance))
+                return False
+            return self.e.rounds.commit(r, advance, tokens)
 
-        if flight.kind == "decode":
-            e.rounds.resolve_decode(flight, apply)
-        else:
-            e.rounds.resolve_spec(flight, apply)
-            if applied:
-                stats.rounds += 1
-                stats.req_rounds += len(applied)
-                stats.drafted += len(applied) * (e.spec.ndt - 1)
-                stats.accepted += sum(a for _, a in applied) - len(applied)
-        if e.recorder is not None:
-            e.recorder.on_resolve([r for r, _ in applied])
+        self.e.rounds.resolve(flight, apply)
         for r in [r for r in self.deferred if not r.unresolved]:
             self.deferred.remove(r)
-            e.memory.release(r)
+            self.e.memory.release(r)
 
     def _release(self, req: Req) -> None:
         """Pages and row back now, or once the round in flight that runs `req` resolves."""
