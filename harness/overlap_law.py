@@ -10,7 +10,9 @@ from harness.oracles import OracleFailure
 from harness.properties import build_engine, prompts_for, sampling_for
 from harness.runs import default_device, new_token_counts
 from harness.strategies import RunConfig
+from specdec import SpecConfig
 from specdec.trace import TraceRecorder
+from specdec.validate import reserve_margin
 
 LATE = 2  # steps after which the second half of the batch arrives
 
@@ -22,8 +24,11 @@ def _drive(cfg: RunConfig, device: str, overlap: bool):
     must agree either way). Returns the engine, the outputs and, per rid,
     its history: (committed length, output length) after each of its resolved rounds."""
     bucket = max(cfg.batch_size, max(cfg.graph_bs))
+    spec = SpecConfig(cfg.topk, cfg.num_steps, cfg.ndt, cfg.draft_sampling)
+    # One context for both: it sets the attention's width (and so its reduction order).
+    context = cfg.max_prompt_len + cfg.max_new_tokens + reserve_margin(spec, cfg.page_size, True)
     eng = build_engine(dataclasses.replace(cfg, overlap=overlap, graph_bs=(bucket,)), device,
-                       batch_invariant=True)
+                       batch_invariant=True, max_context=context)
     eng.recorder = TraceRecorder(cfg.page_size, keep_kv_slots=False)
     prompts = prompts_for(cfg, eng.cfg.vocab_size)
     counts = new_token_counts(cfg.seed, cfg.batch_size, cfg.max_new_tokens, cfg.ragged)
@@ -76,9 +81,9 @@ def prop_overlap_equals_sync(cfg: RunConfig, device: str | None = None) -> None:
        holder: running requests and releases deferred for the round in flight; waiting
        requests own nothing), every page and request row free once each has drained, and
        the same statistics (rounds, drafted, accepted).
-    Both run batch-invariant shapes (one captured size; eager padded to it), so the extra
-    round an overlap engine runs for a request that has already finished changes nobody's
-    numerics."""
+    Both run batch-invariant shapes (one captured size; eager padded to it) and one context
+    length, so the extra round an overlap engine runs for a request that has already
+    finished changes nobody's numerics."""
     device = device or default_device()
     sync, out_s, hist_s = _drive(cfg, device, False)
     over, out_o, hist_o = _drive(cfg, device, True)

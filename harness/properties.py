@@ -21,8 +21,8 @@ def build_engine(cfg: RunConfig, device: str, **overrides) -> Engine:
     cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if k in RunConfig.__dataclass_fields__})
     spec = SpecConfig(cfg.topk, cfg.num_steps, cfg.ndt, cfg.draft_sampling)
     # Just enough context for the longest prompt, its output and one round's headroom.
-    context = (cfg.max_prompt_len + cfg.max_new_tokens
-               + reserve_margin(spec, cfg.page_size, cfg.overlap))
+    context = overrides.get("max_context") or (cfg.max_prompt_len + cfg.max_new_tokens
+                                               + reserve_margin(spec, cfg.page_size, cfg.overlap))
     return Engine(model=cfg.model, spec=spec, draft=cfg.draft, page_size=cfg.page_size,
                   device=device, dtype=cfg.dtype, seed=cfg.seed % 1000,
                   max_batch=max(cfg.batch_size, max(cfg.graph_bs)), max_context=context,
