@@ -235,7 +235,9 @@ class Engine:
 
     @torch.inference_mode()
     def step(self) -> list[RequestOutput]:
-        """Admit what fits, prefill it, run one round; returns the requests finished now."""
+        """Admit what fits, prefill it, run one round; returns the requests finished now
+        (overlap: launch round i+1, then resolve round i; those whose finishing round
+        resolved)."""
         return self.scheduler.step()
 
     def abort(self, rid: int) -> RequestOutput:

@@ -47,7 +47,6 @@ class Scheduler:
         self.retractions = 0
         self.inflight = None      # overlap: the launched round not yet resolved (InFlight)
         self.deferred: list[Req] = []   # finished or aborted, pages held for the round in flight
-        self._resolved: list[RequestOutput] = []  # finished by a resolve outside step()
 
     # -- entry points -----------------------------------------------------------------------
     def add(self, req: Req) -> None:
@@ -76,8 +75,7 @@ class Scheduler:
     def step(self) -> list[RequestOutput]:
         """Admit, prefill, one round; returns the requests that finished in this step (under
         overlap: those whose finishing round resolved in it)."""
-        done, self._resolved = self._resolved, []
-        done += self._admit()
+        done = self._admit()
         done += self._retract_until_fits()
         flight = None
         if self.running:
