@@ -82,6 +82,18 @@ REGISTRY: dict[str, Fault] = {f.name: f for f in [
     Fault("tp_idle_rank_dummy_writes", "vLLM #56734 (idle DP rank dummy batch)",
           "a worker rank's idle (padded) lanes run through its last live request row, writing "
           "KV and draft state into that request's shard"),
+    # Overlap scheduling (conventions section 10).
+    Fault("overlap_early_free", "SGLang overlap scheduler (deferred free)",
+          "when round i resolves, pages past the committed length are freed although round "
+          "i+1, in flight, was reserved into them and may commit there"),
+    Fault("overlap_placeholder_leak", "vLLM #47029",
+          "one in-flight flag for the whole batch: a request admitted or resumed while a round "
+          "is in flight gets its row's unresolved placeholder as its pending token"),
+    Fault("overlap_stale_seq_lens", "vLLM #52179",
+          "round i+1 takes the host's lagging committed lengths instead of the device's"),
+    Fault("overlap_finish_late_tokens", "SGLang overlap scheduler (finished in round i)",
+          "the extra round's results of a request that finished in round i are applied to it "
+          "(tokens appended, lengths and statistics advanced)"),
 ]}
 
 _active: frozenset[str] = frozenset()

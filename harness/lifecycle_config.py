@@ -30,6 +30,7 @@ class LifecycleConfig:
     model: str = "tiny"
     dtype: str = "float32"
     graph_bs: tuple = (1, 2, 4)
+    overlap: bool = False     # overlap scheduling (conventions section 10)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -45,7 +46,7 @@ class LifecycleConfig:
     @property
     def request_pages(self) -> int:
         """Worst-case pages of the largest request this configuration draws."""
-        margin = reserve_margin(self.spec, self.page_size)
+        margin = reserve_margin(self.spec, self.page_size, self.overlap)
         return -(-(self.max_prompt_len + self.max_new_tokens + margin) // self.page_size)
 
 
@@ -78,6 +79,7 @@ def lifecycle_configs(page_sizes=(1, 2, 4, 16), max_prompt_len: int = 12, max_ne
         max_new_tokens=st.integers(4, max_new_tokens),
         pool_slack=st.integers(0, 40),
         seed=st.integers(0, 2),
+        overlap=st.booleans(),
     )
 
 
@@ -86,11 +88,13 @@ def build_lifecycle_engine(cfg: LifecycleConfig, device: str) -> Engine:
     that fits the context but not the pool); the pool holds one largest request plus
     `pool_slack` percent."""
     spec = cfg.spec
-    context = 2 * (cfg.max_prompt_len + cfg.max_new_tokens) + reserve_margin(spec, cfg.page_size)
+    context = (2 * (cfg.max_prompt_len + cfg.max_new_tokens)
+               + reserve_margin(spec, cfg.page_size, cfg.overlap))
     return Engine(model=cfg.model, spec=spec, draft=cfg.draft, page_size=cfg.page_size,
                   device=device, dtype=cfg.dtype, seed=cfg.seed, max_batch=cfg.max_batch,
                   max_context=context, num_pages=cfg.num_pages,
-                  cuda_graph=cfg.cuda_graph, cuda_graph_bs=list(cfg.graph_bs))
+                  cuda_graph=cfg.cuda_graph, cuda_graph_bs=list(cfg.graph_bs),
+                  overlap=cfg.overlap)
 
 
 def truncate_at_stop(tokens: list[int], stop: tuple[int, ...]) -> list[int]:

@@ -76,14 +76,14 @@ def mixed_run(n_requests: int = 200, seed: int = 0, device: str = "cpu", model: 
               spec: SpecConfig | None = None, draft: str = "eagle", page_size: int = 4,
               max_batch: int = 16, pool_requests: float = 3.0, max_prompt_len: int = 32,
               max_new_tokens: int = 32, cuda_graph: bool = False,
-              dtype: str = "float32") -> MixedReport:
+              dtype: str = "float32", overlap: bool = False) -> MixedReport:
     """The pool holds `pool_requests` largest requests' worst cases: fewer than max_batch."""
     spec = spec or SpecConfig(topk=2, num_steps=3, num_draft_tokens=6)
-    context = max_prompt_len + max_new_tokens + reserve_margin(spec, page_size)
+    context = max_prompt_len + max_new_tokens + reserve_margin(spec, page_size, overlap)
     worst = -(-context // page_size)  # pages of the largest request, worst case
     eng = Engine(model=model, spec=spec, draft=draft, page_size=page_size, device=device,
                  dtype=dtype, seed=seed % 1000, max_batch=max_batch, cuda_graph=cuda_graph,
-                 max_context=context, num_pages=1 + int(pool_requests * worst))
+                 max_context=context, num_pages=1 + int(pool_requests * worst), overlap=overlap)
     planned = plan(n_requests, seed, eng.cfg.vocab_size, max_prompt_len, max_new_tokens)
     refs = references(model, eng, planned, dtype)
     stops = [() if p.stop_at is None else (refs[i][0][p.stop_at],) for i, p in enumerate(planned)]

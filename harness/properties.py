@@ -21,13 +21,15 @@ def build_engine(cfg: RunConfig, device: str, **overrides) -> Engine:
     cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if k in RunConfig.__dataclass_fields__})
     spec = SpecConfig(cfg.topk, cfg.num_steps, cfg.ndt, cfg.draft_sampling)
     # Just enough context for the longest prompt, its output and one round's headroom.
-    context = cfg.max_prompt_len + cfg.max_new_tokens + reserve_margin(spec, cfg.page_size)
+    context = overrides.get("max_context") or (cfg.max_prompt_len + cfg.max_new_tokens
+                                               + reserve_margin(spec, cfg.page_size, cfg.overlap))
     return Engine(model=cfg.model, spec=spec, draft=cfg.draft, page_size=cfg.page_size,
                   device=device, dtype=cfg.dtype, seed=cfg.seed % 1000,
                   max_batch=max(cfg.batch_size, max(cfg.graph_bs)), max_context=context,
                   cuda_graph=cfg.cuda_graph, cuda_graph_bs=list(cfg.graph_bs),
                   batch_invariant=overrides.get("batch_invariant", False),
-                  draft_max_position=cfg.draft_max_position or None, tp_size=cfg.tp_size)
+                  draft_max_position=cfg.draft_max_position or None, tp_size=cfg.tp_size,
+                  overlap=cfg.overlap)
 
 
 def prompts_for(cfg: RunConfig, vocab: int) -> list[list[int]]:

@@ -35,6 +35,7 @@ class RunConfig:
     min_prompt_len: int = 1
     draft_max_position: int = 0     # > 0: the drafter's own configured max_position
     tp_size: int = 1                # ranks the target and drafter are sharded over
+    overlap: bool = False           # overlap scheduling (conventions section 10)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "graph_bs", tuple(self.graph_bs))  # JSON gives a list
@@ -46,7 +47,7 @@ class RunConfig:
     def axes(self) -> tuple:
         """The coarse configuration this run covers (for coverage counts)."""
         return (self.topk, self.num_steps, self.page_size, self.draft, self.cuda_graph,
-                self.temperature > 0, self.draft_sampling)
+                self.temperature > 0, self.draft_sampling, self.overlap)
 
 
 def spec_shapes():
@@ -100,6 +101,7 @@ def run_configs(drafts=DRAFTS, page_sizes=(1, 2, 4, 16, 64), max_batch: int = 10
         graph_bs=st.sampled_from(tuple(graph_bs)),
         ragged=st.booleans(),
         stop_at=st.integers(-1, max_new_tokens - 1) if stops else st.just(-1),
+        overlap=st.booleans(),
     )
 
 
@@ -122,6 +124,7 @@ def long_context_configs(max_batch: int = 3, context: tuple = (150, 300), graphs
         graph_bs=st.just((1, 2, 4)),
         ragged=st.booleans(),
         draft_max_position=st.sampled_from(draft_positions),
+        overlap=st.booleans(),
     )
 
 

@@ -17,6 +17,7 @@ from hypothesis import example, given, settings
 from harness.distribution_matrix import DistConfig, distribution_configs, prop_sampled_distribution
 from harness.finish import prop_finish
 from harness.long_context import prop_long_context
+from harness.overlap_law import prop_overlap_equals_sync
 from harness.properties import PROPERTIES
 from harness.random_streams import StreamConfig, prop_random_streams, stream_configs
 from harness.sampling_bounds import EXAMPLES as BOUND_EXAMPLES
@@ -93,6 +94,7 @@ LAWS: dict[str, Law] = {
     "lossless_greedy": Law(PROPERTIES["lossless_greedy"], _runs()),
     "self_draft": Law(PROPERTIES["self_draft"], _runs()),
     "finish": Law(prop_finish, _runs(sampled=True, stops=True)),
+    "overlap_equals_sync": Law(prop_overlap_equals_sync, _runs(sampled=True, stops=True)),
     "long_context": Law(prop_long_context, _long),
     "sampled_distribution": Law(prop_sampled_distribution, _dist, DistConfig),
     "random_streams": Law(prop_random_streams, lambda on_gpu, fixed: stream_configs(),
@@ -157,6 +159,7 @@ def suite() -> list[Entry]:
             for d in ("eagle", "self", "perturbed") for p in (1, 4, 64)]
     out += [Entry("self_draft", (("page_size", p), ("draft", "self"))) for p in (1, 4, 64)]
     out += [Entry("finish", (("cuda_graph", g),), 2) for g in (False, True)]
+    out += [Entry("overlap_equals_sync", (("cuda_graph", g),), 2) for g in (False, True)]
     out += [Entry("long_context", (("cuda_graph", g),), 2) for g in (False, True)]
     out += [Entry("sampled_distribution", (("cuda_graph", g),), 2) for g in (False, True)]
     out += [Entry("random_streams"), Entry("sampling_vocab"), Entry("sampling_edges")]

@@ -179,7 +179,11 @@ def build_tree_kernel_efficient_ref(bonus_tokens, parent_list, top_scores_index,
         parts = [torch.cat([torch.ones(ndt, lens[b], dtype=torch.bool), mask[b]], 1).flatten()
                  for b in range(bs)]
         tree_mask = torch.cat(parts) if parts else torch.ones(0, dtype=torch.bool)
-        assert tree_mask.numel() == seq_lens_sum * ndt + bs * ndt * ndt
+        # seq_lens_sum may exceed the lengths' sum (an upper bound under overlap scheduling):
+        # the buffer is sized by it, and the tail past the last block is never read.
+        size = seq_lens_sum * ndt + bs * ndt * ndt
+        assert tree_mask.numel() <= size
+        tree_mask = torch.cat([tree_mask, torch.ones(size - tree_mask.numel(), dtype=torch.bool)])
     elif tree_mask_mode == QLEN_ONLY:
         tree_mask = mask.flatten()
     elif tree_mask_mode == QLEN_ONLY_BITPACKING:

@@ -44,7 +44,8 @@ def _generate(args) -> int:
                              f"tokenizer), got {args.prompt!r}") from None
     eng = Engine(model=args.model, spec=spec, draft=args.draft, page_size=args.page_size,
                  device=args.device, dtype=args.dtype, seed=args.seed, max_context=args.max_context,
-                 draft_max_position=args.draft_max_position, tp_size=args.tp)
+                 draft_max_position=args.draft_max_position, cuda_graph=args.cuda_graph,
+                 overlap=args.overlap, tp_size=args.tp)
     t0 = time.perf_counter()
     outs = eng.generate(prompts, max_new_tokens=args.max_new_tokens,
                         temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
@@ -93,12 +94,13 @@ def _bench(args, argv) -> int:
     elif args.what == "decode":
         from specdec.bench import decode
         rows, extra = decode.run(args.device, args.dtype, models, bss, context, iters,
-                                 args.warmup, args.compile_mode)
+                                 args.warmup, args.compile_mode, args.e2e_tokens)
     else:
         from specdec.bench import profile, spec
         run = spec.run if args.what == "spec" else profile.run
+        kw = {"e2e_tokens": args.e2e_tokens} if args.what == "spec" else {}
         rows, extra = run(args.device, args.dtype, models, bss, context, iters, args.warmup,
-                          spec.parse_configs(args.spec_configs))
+                          spec.parse_configs(args.spec_configs), **kw)
     name = args.what if args.tp == 1 else f"{args.what}-tp{args.tp}"
     results.write(args.out or f"bench/results/{name}-{args.device}.json", args.device, rows,
                   args.what, extra, argv, plot=not args.no_plot and args.tp == 1)
@@ -147,6 +149,9 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--ndt", type=int, default=None, help="verify tree size (default steps+1)")
     g.add_argument("--no-spec", action="store_true", help="plain greedy decoding")
     g.add_argument("--page-size", type=int, default=1)
+    g.add_argument("--cuda-graph", action="store_true", help="capture the phases (CPU: stand-in)")
+    g.add_argument("--overlap", action="store_true",
+                   help="overlap scheduling: queue round i+1 before reading round i")
     g.add_argument("--device", default="cpu")
     g.add_argument("--dtype", default="float32")
     g.add_argument("--seed", type=int, default=0)
@@ -178,6 +183,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="decode: the step sharded over this many ranks against one rank, with "
                         "the collectives' time per step (specdec/bench/tp.py)")
     b.add_argument("--no-plot", action="store_true", help="JSON only")
+    b.add_argument("--e2e-tokens", type=int, default=256,
+                   help="decode/spec: generate() this many tokens at bs 1 and 8, with and "
+                        "without --overlap scheduling (0: skip)")
     b.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     if args.cmd == "bench":

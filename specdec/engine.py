@@ -56,7 +56,8 @@ class Engine:
                  max_context: int = 512, num_pages: int | None = None,
                  attention: str | None = None, cuda_graph_bs: list[int] | None = None,
                  batch_invariant: bool = False, draft_max_position: int | None = None,
-                 tp_size: int = 1, tp_check: bool = True, _tp_group=None) -> None:
+                 overlap: bool = False, tp_size: int = 1, tp_check: bool = True,
+                 _tp_group=None) -> None:
         """draft: 'eagle' (a seeded EAGLE head), 'self' (the target drafts for itself),
         'perturbed[:scale]' (the target with seeded noise: tunable acceptance), a model shape
         name, or a checkpoint directory. draft_max_position: the drafter's own configured
@@ -66,9 +67,14 @@ class Engine:
         0 until it closes, and exits). On CUDA rank r runs on GPU (current + r) mod count
         (torchrun: LOCAL_RANK). tp_check: every rank's state and graph decisions are
         compared with rank 0's at each call (specdec/tp/replicate.py). close() (or `with`)
-        frees the workers for the next tensor-parallel Engine of this process."""
+        frees the workers for the next tensor-parallel Engine of this process.
+        overlap: queue round i+1 before reading round i's results (conventions section 10;
+        specdec/overlap.py): the same tokens, the host's work hidden behind the GPU's."""
         init_args = {k: v for k, v in locals().items() if k not in ("self", "_tp_group")}
         check_tp_args(tp_size, device)
+        if not isinstance(overlap, bool):
+            raise ValueError(f"overlap={overlap!r}: expected True or False")
+        self.overlap = overlap
         if page_size < 1 or page_size > 64 or page_size & (page_size - 1):
             raise ValueError(f"page_size={page_size}: must be a power of two from 1 to 64")
         if dtype not in DTYPES:
@@ -237,6 +243,7 @@ class Engine:
         try:
             while any(r.rid in sched.live for r in reqs):
                 sched.step()
+            sched.drain()  # return with nothing in flight: every page of the batch is free
         finally:
             for r in reqs:
                 if r.rid in sched.live:  # an exception mid-run: free what it holds
@@ -249,7 +256,7 @@ class Engine:
                          sampling=None) -> list[SamplingParams]:
         """generate()'s checks (run first on rank 0 alone when tensor parallel)."""
         check_prompts(prompts, self.cfg.vocab_size, self.max_batch, max_new_tokens,
-                      self.max_context, reserve_margin(self.spec, self.page_size))
+                      self.max_context, reserve_margin(self.spec, self.page_size, self.overlap))
         params = self._sampling_params(len(prompts), temperature, top_k, top_p, seed, sampling)
         self._check_fits(prompts, max_new_tokens)
         return params
@@ -267,7 +274,7 @@ class Engine:
                         sampling: SamplingParams | None = None) -> SamplingParams:
         """add_request()'s checks (run first on rank 0 alone when tensor parallel)."""
         check_prompt(prompt, self.cfg.vocab_size, max_new_tokens, self.max_context,
-                     reserve_margin(self.spec, self.page_size))
+                     reserve_margin(self.spec, self.page_size, self.overlap))
         sampling = SamplingParams() if sampling is None else sampling
         if not isinstance(sampling, SamplingParams):
             raise TypeError(f"sampling={sampling!r}: expected a SamplingParams or None")
@@ -290,12 +297,16 @@ class Engine:
     @replicated
     @torch.inference_mode()
     def step(self) -> list[RequestOutput]:
-        """Admit what fits, prefill it, run one round; returns the requests finished now."""
+        """Admit what fits, prefill it, run one round; returns the requests finished now
+        (overlap: launch round i+1, then resolve round i; those whose finishing round
+        resolved)."""
         return self.scheduler.step()
 
     @replicated(validate="_abort_input")
     def abort(self, rid: int) -> RequestOutput:
-        """Drop a waiting or running request now (its pages are free on return)."""
+        """Drop a waiting or running request (Scheduler.abort: an unknown or already finished
+        id raises ValueError; under overlap a request in the round in flight keeps its pages
+        until that round resolves)."""
         return self.scheduler.abort(rid)
 
     def _abort_input(self, rid: int) -> None:
@@ -303,15 +314,18 @@ class Engine:
             self.scheduler.abort(rid)  # raises the scheduler's own error, changes nothing
 
     def has_unfinished(self) -> bool:
-        return bool(self.scheduler.live)
+        """Live requests, or (overlap) a round in flight or pages awaiting its resolve."""
+        sched = self.scheduler
+        return bool(sched.live) or sched.inflight is not None or bool(sched.deferred)
 
     def output(self, rid: int) -> RequestOutput:
         """A request's tokens so far (final once finish_reason is set)."""
         return self.scheduler.output(rid)
 
     def live_requests(self) -> list[Req]:
-        """Requests that own pages now (running): what check_accounting should be given."""
-        return list(self.scheduler.running)
+        """Requests that own pages now (running, and under overlap the finished or aborted
+        ones whose release waits for the round in flight): what check_accounting is given."""
+        return self.scheduler.holding()
 
     def _sampling_params(self, n, temperature, top_k, top_p, seed, sampling):
         if sampling is None:
@@ -338,7 +352,7 @@ class Engine:
                              f"{free} free: use fewer or shorter prompts, or more num_pages")
 
     def _worst_pages(self, prompt, max_new_tokens: int) -> int:
-        margin = reserve_margin(self.spec, self.page_size)
+        margin = reserve_margin(self.spec, self.page_size, self.overlap)
         return -(-(len(prompt) + max_new_tokens + margin) // self.page_size)
 
     def check_accounting(self, live: list[Req] | None = None) -> None:

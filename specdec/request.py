@@ -17,6 +17,7 @@ class Req:
     seq_len: int = 0                                   # committed target KV length
     output: list[int] = field(default_factory=list)    # output[-1] is the pending bonus token
     pages: list[int] = field(default_factory=list)     # owned KV pages, in position order
+    unresolved: int = 0   # launched rounds whose results the host has not read (overlap: 0 or 1)
 
     @property
     def alloc_len(self) -> int:

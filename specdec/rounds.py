@@ -8,6 +8,7 @@ from specdec import faults
 from specdec.attention.forward_batch import ForwardBatch, ForwardMode
 from specdec.forward import run_forward
 from specdec.host import to_device
+from specdec.overlap import PLACEHOLDER, InFlight, RowState
 from specdec.request import Req
 from specdec.sampler import batch_sampling, choose_tokens
 from specdec.graphs.cuda_graph import GraphFactory
@@ -24,6 +25,7 @@ class RoundRunner:
         self.e = engine
         self.dev = engine.device
         factory = GraphFactory(engine.device) if cuda_graph else None
+        self.state = RowState(engine.max_batch + 1, engine.device)
 
         def runner(phase):
             r = PhaseRunner(phase, engine.device, cuda_graph, buckets, engine.max_batch,
@@ -105,40 +107,127 @@ class RoundRunner:
         return [max(n + spec.ndt, draft_reserve_end(n + shift, spec.topk, spec.num_steps, ps),
                     n + shift + spec.ndt) for n in seq_lens]
 
-    # -- plain decode (spec=None baseline) ------------------------------------------------
+    # -- what the host knows of a request while a round may be in flight ----------------
+    def advance(self) -> int:
+        """The most a round can advance a request's committed length."""
+        return 1 if self.e.spec is None else self.e.spec.ndt
+
+    def seq_upper(self, r: Req) -> int:
+        """r's committed length once its unresolved round (if any) resolves, at most: exact
+        in plain decoding, every draft accepted in a speculative round."""
+        return r.seq_len + r.unresolved * self.advance()
+
+    def _host_inputs(self, reqs: list[Req]):
+        """Rows, and per request the host's committed length and pending token, or
+        PLACEHOLDER where a round in flight will change them (the device fills those in)."""
+        lag = [r.unresolved > 0 for r in reqs]
+        seq = [PLACEHOLDER if x else r.seq_len for r, x in zip(reqs, lag)]
+        pending = [PLACEHOLDER if x else r.pending_token for r, x in zip(reqs, lag)]
+        if faults.on("overlap_stale_seq_lens"):  # vLLM #52179: the host's lagging lengths
+            seq = [r.seq_len for r in reqs]
+        if faults.on("overlap_placeholder_leak") and self.e.scheduler.inflight is not None:
+            pending = [PLACEHOLDER] * len(reqs)  # one flag for the batch, not one per request
+        return [r.row for r in reqs], seq, pending
+
+    # -- a step: launch, then resolve ---------------------------------------------------
+    def launch(self, reqs: list[Req]) -> InFlight:
+        return self.launch_decode(reqs) if self.e.spec is None else self.launch_spec(reqs)
+
     def decode_step(self, reqs: list[Req]) -> None:
+        """One plain decode step, synchronously (benches drive requests of their own)."""
+        self.resolve(self.launch_decode(reqs), self.commit)
+
+    def spec_round(self, reqs: list[Req]) -> None:
+        """One speculative round, synchronously (benches drive requests of their own)."""
+        self.resolve(self.launch_spec(reqs), self.commit)
+
+    def commit(self, r: Req, advance: int, tokens: list[int]) -> bool:
+        """Round results into the host's request: tokens, committed length, and the pages
+        past what the request still needs given back."""
+        r.output.extend(tokens)
+        r.seq_len += advance
+        # Keep what a round in flight may still write (it starts at the new length).
+        keep = self.step_ends([r.seq_len])[0] if r.unresolved else r.seq_len + 1
+        if faults.on("overlap_early_free"):
+            keep = r.seq_len + 1
+        self.e.memory.shrink(r, keep)
+        return True
+
+    def resolve(self, flight: InFlight, apply) -> None:
+        """Wait for a launched round and hand each request's results to `apply(r, advance,
+        tokens)` (False: discarded); statistics count what was applied."""
+        applied = []
+
+        def counted(r, advance, tokens):
+            if apply(r, advance, tokens):
+                applied.append((r, advance))
+
         e = self.e
-        e.memory.reserve(reqs, [r.seq_len + 1 for r in reqs])
-        rows, seq, ids = to_device(self.dev, [r.row for r in reqs], [r.seq_len for r in reqs],
-                                   [r.pending_token for r in reqs])
-        live = {"input_ids": ids, "positions": seq, "req_pool_indices": rows, "seq_lens": seq}
+        if flight.kind == "decode":
+            self.resolve_decode(flight, counted)
+        else:
+            self.resolve_spec(flight, counted)
+            if applied:
+                e.stats.rounds += 1
+                e.stats.req_rounds += len(applied)
+                e.stats.drafted += len(applied) * (e.spec.ndt - 1)
+                e.stats.accepted += sum(a for _, a in applied) - len(applied)
+        if e.recorder is not None:
+            e.recorder.on_resolve([r for r, _ in applied])
+
+    # -- plain decode (spec=None baseline) ------------------------------------------------
+    def launch_decode(self, reqs: list[Req]) -> InFlight:
+        """Queue one decode step; nothing here waits for the device (the host's lengths are
+        exact: a step advances each request by one)."""
+        e = self.e
+        ends = [self.seq_upper(r) + 1 for r in reqs]
+        e.memory.reserve(reqs, ends)
+        rows, hseq, hpend = to_device(self.dev, *self._host_inputs(reqs))
+        seq, pending = self.state.inputs(rows, hseq, hpend)
+        live = {"input_ids": pending, "positions": seq, "req_pool_indices": rows, "seq_lens": seq}
         logits = self.decode_runner.run(live, len(reqs))["logits"]
-        bsamp = batch_sampling(reqs, e.seed, [r.seq_len + 1 for r in reqs], 0, self.dev)
-        for r, t in zip(reqs, choose_tokens(e.kernels, logits, bsamp).tolist()):
-            r.output.append(t)
-            r.seq_len += 1
+        bsamp = batch_sampling(reqs, e.seed, ends, 0, self.dev)
+        tokens = choose_tokens(e.kernels, logits, bsamp)
+        self.state.commit(rows, seq + 1, tokens)
+        for r in reqs:
+            r.unresolved += 1
+        return InFlight("decode", reqs, [tokens])
+
+    def resolve_decode(self, flight: InFlight, apply) -> None:
+        for r, t in zip(flight.reqs, flight.wait()):
+            r.unresolved -= 1
+            apply(r, 1, [t])
 
     # -- a speculative round ------------------------------------------------------------
-    def spec_round(self, reqs: list[Req]) -> None:
+    def launch_spec(self, reqs: list[Req]) -> InFlight:
+        """Queue one speculative round. Its committed lengths, pending tokens and positions
+        come from the device where a round in flight changes them; the host sizes what it
+        must (reservation, the tree mask) for that round's worst case."""
         e, spec = self.e, self.e.spec
         pt = e.phase_timer  # bench phase timing (specdec/phase_timer.py); None: no cost
         if pt is not None:
             pt.begin_round()
-        e.memory.reserve(reqs, self.step_ends([r.seq_len for r in reqs]))
-        seq_host = [r.seq_len for r in reqs]
-        prefix_host = [self.draft.prefix_len(n) for n in seq_host]
+        upper = [self.seq_upper(r) for r in reqs]
+        e.memory.reserve(reqs, self.step_ends(upper))
+        # Sampled requests' coins are keyed by the position of the first token the round
+        # decides: seq_len + 1, one candidate per possible accept length where it lags.
+        base = [r.seq_len + 1 + r.unresolved for r in reqs]
+        spans = [1 + r.unresolved * (spec.ndt - 1) for r in reqs]
         # Every host input of the round in one transfer.
-        rows, seq, pending, prefix, branch_pos = to_device(
-            self.dev, [r.row for r in reqs], seq_host, [r.pending_token for r in reqs],
-            prefix_host, [p for p in prefix_host for _ in range(spec.topk)])
-        seq_sum = sum(seq_host)
+        rows, hseq, hpend, base_t = to_device(self.dev, *self._host_inputs(reqs), base)
+        seq, pending = self.state.inputs(rows, hseq, hpend)
+        shift = 0 if self.draft.shifted else 1
+        prefix = seq + shift
+        branch_pos = prefix[:, None].expand(len(reqs), spec.topk).reshape(-1)
+        seq_sum = sum(upper)  # sizes the tree mask; an upper bound is fine (read by offsets)
         if e.recorder is not None:
             e.recorder.begin_round(rows, seq, e.req_to_token)
 
         # Coins of the three streams (specdec/random_streams.py): num_steps for the draft's
         # noise, one per tree node for acceptance, one for the final draw, per request.
-        bsamp = batch_sampling(reqs, e.seed, [r.seq_len + 1 for r in reqs], spec.ndt, self.dev,
-                               spec.num_steps if spec.probabilistic else 0)
+        bsamp = batch_sampling(reqs, e.seed, base, spec.ndt, self.dev,
+                               spec.num_steps if spec.probabilistic else 0, spans,
+                               seq + 1 - base_t)
         if pt is not None:
             pt.mark("host")
         tree = self.draft.decode(rows, seq, prefix, branch_pos, bsamp)
@@ -153,30 +242,36 @@ class RoundRunner:
             pt.mark("accept_compact")
         # Draft extend after decode: ndt rows per request over the compacted accepted path;
         # row accept_lens-1 gives the next round's candidates (DraftExtendPhase). Its inputs
-        # are all on the device, so it is queued before the round's one sync: the GPU runs it
-        # while the host waits for the accepted tokens, instead of idling after the sync.
+        # are all on the device, so it is queued before the host waits for the round.
         self.draft.extend_after_decode({
             "input_ids": res.predict, "hidden": res.hidden, "req_pool_indices": rows,
             "seq_lens": seq + res.accept_lens, "kv_prefix_lens": prefix,
             "accept_lens": res.accept_lens})
         if pt is not None:
             pt.mark("draft_extend")
-        bs, width = len(reqs), spec.num_steps + 1
-        host = torch.cat([res.accept_lens, res.accepted_tokens]).tolist()  # the round's one sync
+        width = spec.num_steps + 1
+        last = res.accepted_tokens.view(len(reqs), width).gather(
+            1, (res.accept_lens - 1)[:, None])[:, 0]
+        self.state.commit(rows, seq + res.accept_lens, last)
+        for r in reqs:
+            r.unresolved += 1
+        flight = InFlight("spec", reqs, [res.accept_lens, res.accepted_tokens])
+        if pt is not None:
+            pt.end_round()
+        return flight
+
+    def resolve_spec(self, flight: InFlight, apply) -> int:
+        """Host bookkeeping of a launched round once its results are on the host: `apply(r,
+        advance, tokens)` for each of its requests."""
+        spec, bs = self.e.spec, len(flight.reqs)
+        width = spec.num_steps + 1
+        host = flight.wait()  # the round's one wait
         accept_lens, flat = host[:bs], host[bs:]
         accepted = [flat[b * width:(b + 1) * width] for b in range(bs)]
         if faults.on("bonus_stride_ndt"):  # the historical bug: stride ndt, not num_steps + 1
             accepted = [(flat[b * spec.ndt:] + [0] * spec.ndt)[:width] for b in range(bs)]
         # Each request's own accept length slices its own tokens (SGLang #28496 used one).
         taken = [accept_lens[0]] * bs if faults.on("unequal_accept_slicing") else accept_lens
-        for r, a, n, toks in zip(reqs, accept_lens, taken, accepted):
-            r.output.extend(toks[:n])
-            r.seq_len += a
-        for r in reqs:
-            e.memory.shrink(r, r.seq_len + 1)
-        e.stats.rounds += 1
-        e.stats.req_rounds += len(reqs)
-        e.stats.drafted += len(reqs) * (spec.ndt - 1)
-        e.stats.accepted += sum(accept_lens) - len(reqs)
-        if pt is not None:
-            pt.end_round()
+        for r, a, n, toks in zip(flight.reqs, accept_lens, taken, accepted):
+            r.unresolved -= 1
+            apply(r, a, toks[:n])

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from specdec import faults
+from specdec.host import tensor_to_device, to_device
 from specdec.random_streams import ACCEPT, DRAFT, FINAL, request_seed, stream_coins
 
 
@@ -34,27 +35,42 @@ class BatchSampling:
 
 
 def batch_sampling(reqs, engine_seed: int, positions: list[int], n_accept: int, device,
-                   n_draft: int = 0) -> BatchSampling | None:
+                   n_draft: int = 0, spans: list[int] | None = None,
+                   offsets: torch.Tensor | None = None) -> BatchSampling | None:
     """None when every request is greedy. positions[i]: where request i's first new token goes
-    (the coins' key, with its seed: specdec/random_streams.py)."""
+    (the coins' key, with its seed: specdec/random_streams.py).
+
+    Overlap (conventions section 10): when the host does not know that position yet (the
+    round before is in flight), `spans[i]` candidates positions[i] + c, c < spans[i], are
+    drawn on the host and the device picks candidate `offsets[i]` (a device tensor over the
+    whole batch): the coins are those the synchronous engine draws, bit for bit."""
     idx = [i for i, r in enumerate(reqs) if not r.sampling.greedy]
     if not idx:
         return None
-    seeds = [(request_seed(reqs[i], engine_seed), positions[i]) for i in idx]
+    spans = spans or [1] * len(reqs)
+    width = max(spans[i] for i in idx)
+    seeds = [(request_seed(reqs[i], engine_seed), positions[i], spans[i]) for i in idx]
     # The draft's noise has a stream of its own (vLLM #54282 keyed it like the acceptance coin).
     draft = ACCEPT if faults.on("draft_noise_shares_accept_stream") else DRAFT
     # Each request's draws of the streams it uses, side by side: one host-to-device copy.
     widths = [(ACCEPT, n_accept), (FINAL, 1), (draft, n_draft)]
-    coins = torch.stack([torch.cat([stream_coins(stream, s, pos, n)
-                                    for stream, n in widths if n])
-                         for s, pos in seeds]).to(device)
-    accept, final, drafts = coins.split([n for _, n in widths], dim=1)
+    coins = torch.stack([torch.stack([torch.cat([stream_coins(stream, s, pos + min(c, span - 1), n)
+                                                 for stream, n in widths if n])
+                                      for c in range(width)])
+                         for s, pos, span in seeds])
     sp = [reqs[i].sampling for i in idx]
+    rows, top_k = to_device(device, idx, [s.top_k for s in sp])
+    coins = tensor_to_device(device, coins)
+    knobs = tensor_to_device(device, torch.tensor([[s.temperature, s.top_p] for s in sp],
+                                                  dtype=torch.float32))
+    if width == 1:
+        coins = coins[:, 0]
+    else:  # the device knows the position: pick that candidate's coins
+        pick = offsets[rows].clamp(0, width - 1)
+        coins = coins[torch.arange(len(idx), device=coins.device), pick]
+    accept, final, drafts = coins.split([n for _, n in widths], dim=1)
     return BatchSampling(
-        torch.tensor(idx, dtype=torch.int64, device=device),
-        torch.tensor([s.temperature for s in sp], dtype=torch.float32, device=device),
-        torch.tensor([s.top_k for s in sp], dtype=torch.int64, device=device),
-        torch.tensor([s.top_p for s in sp], dtype=torch.float32, device=device),
+        rows, knobs[:, 0].contiguous(), top_k, knobs[:, 1].contiguous(),
         accept, final[:, 0], drafts,
         any(s.top_k > 0 for s in sp), any(s.top_p < 1.0 for s in sp))
 

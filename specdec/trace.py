@@ -86,6 +86,7 @@ class TraceRecorder:
         self.prefill: list[ForwardRecord] = []
         self.rounds: list[RoundRecord] = []
         self.finished: list[FinishedRequest] = []
+        self.resolved: list[tuple] = []  # (rid, seq_len, output length) after each resolved round
         self._current: RoundRecord | None = None
 
     def begin_round(self, req_pool_indices, seq_lens, req_to_token) -> None:
@@ -105,6 +106,10 @@ class TraceRecorder:
                    zip(p.k_buffers, p.v_buffers)] for p in pools]
             self.finished.append(FinishedRequest(r.rid, r.prompt + r.output, r.seq_len,
                                                  slots.cpu(), kv[0], kv[1] if len(kv) > 1 else []))
+
+    def on_resolve(self, reqs) -> None:
+        """A round's results reached the host (overlap: one step after its launch)."""
+        self.resolved += [(r.rid, r.seq_len, len(r.output)) for r in reqs]
 
     def on_forward(self, fb, logits, hidden, graph: bool) -> None:
         md = fb.attn_metadata

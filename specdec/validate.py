@@ -8,12 +8,15 @@ import torch
 from specdec.config import SpecConfig
 
 
-def reserve_margin(spec: SpecConfig | None, page_size: int) -> int:
-    """Positions past the committed length that one step may reserve (conventions section 4)."""
+def reserve_margin(spec: SpecConfig | None, page_size: int, overlap: bool = False) -> int:
+    """Positions past the committed length that one step may reserve (conventions section 4).
+    Overlap (section 10): a request that finished in a round still runs the next one, whose
+    reservation assumes every draft of the finishing round accepted: one round more."""
+    extra = (1 if spec is None else spec.ndt) if overlap else 0
     if spec is None:
-        return 1
+        return 1 + extra
     npb = -(-(page_size - 1 + spec.num_steps) // page_size)
-    return max(spec.ndt + 1, 1 + spec.topk * npb * page_size) + 1
+    return max(spec.ndt + 1, 1 + spec.topk * npb * page_size) + 1 + extra
 
 
 def _token_id(t) -> int | None:

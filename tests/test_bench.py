@@ -18,6 +18,8 @@ STAMP = ("device", "date", "torch", "triton", "command", "bench", "results")
 
 
 def _run(tmp_path, what, *extra):
+    if what in ("decode", "spec"):
+        extra = (*extra, "--e2e-tokens", "6")
     out = tmp_path / f"{what}.json"
     argv = ["bench", what, *SMALL, *extra, "--out", str(out)]
     assert main(argv) == 0
@@ -32,7 +34,11 @@ def _run(tmp_path, what, *extra):
 def test_bench_decode(tmp_path):
     doc = _run(tmp_path, "decode", "--compile-mode", "none")
     impls = {(r["bs"], r["impl"]) for r in doc["results"]}
-    assert impls == {(b, i) for b in (1, 2) for i in ("eager", "graph", "graph-replay", "dense")}
+    assert impls == {(b, i) for b in (1, 2) for i in ("eager", "graph", "graph-replay", "dense",
+                                                      "engine-step", "overlap")}
+    assert {(r["bs"], r["overlap"]) for r in doc["e2e"]} == {(b, o) for b in (1, 8)
+                                                             for o in (False, True)}
+    assert (tmp_path / "decode-e2e.png").read_bytes()[:4] == b"\x89PNG"
     assert all(r["floor_ms"] > 0 and r["ratio"] > 0 for r in doc["results"])
     assert doc["copy_bandwidth"]["bytes_per_s"] > 0 and "convention" in doc["copy_bandwidth"]
 
@@ -43,6 +49,9 @@ def test_bench_spec(tmp_path):
     for r in doc["results"]:
         assert set(r["phases_ms"]) == {"draft_decode", "verify", "accept_compact", "draft_extend", "host"}
         assert r["break_even_acceptance_length"] == pytest.approx(r["round_ms"] / r["decode_step_ms"])
+    assert {(r["bs"], r["impl"], r["topk"]) for r in doc["engine_step"]} == {
+        (b, i, k) for b in (1, 2) for i in ("engine-step", "overlap") for k in (1, 2)}
+    assert {r["overlap"] for r in doc["e2e"]} == {False, True}
 
 
 def test_bench_harness(tmp_path):

@@ -174,3 +174,21 @@ def test_tp_law_rejects_misordered_vocab_gather(monkeypatch):
     monkeypatch.setattr(TPComm, "gather_last",
                         lambda self, x: gather(self, x).roll(x.shape[-1], dims=-1))
     _fails("tp_equals_single", prop_tp_equals_single, TP, DEVICE)
+
+
+# -- overlap_equals_sync -----------------------------------------------------------------------
+def test_overlap_law_rejects_a_wrong_coin_candidate(monkeypatch):
+    """Overlap picks a sampled request's coins among candidates on the device: picking the
+    next one (a position off by one) changes only the overlap run."""
+    from harness.overlap_law import prop_overlap_equals_sync
+    cfg = RunConfig(1, 3, 4, 1, "perturbed", 3, 8, 8, 11, temperature=1.0)
+    prop_overlap_equals_sync(cfg, DEVICE)
+    import specdec.rounds as rounds
+    real = rounds.batch_sampling
+
+    def off_by_one(*args):
+        if len(args) > 7 and args[7] is not None:
+            args = (*args[:7], args[7] + 1)
+        return real(*args)
+    monkeypatch.setattr(rounds, "batch_sampling", off_by_one)
+    _fails("overlap_equals_sync", prop_overlap_equals_sync, cfg, DEVICE)

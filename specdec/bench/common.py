@@ -149,3 +149,58 @@ def weight_bytes(model, bs: int) -> int:
 def kv_bytes(cfg, tokens: float, dtype: torch.dtype) -> float:
     """K and V of every layer for `tokens` positions."""
     return 2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * tokens * torch.finfo(dtype).bits / 8
+
+
+def engine_step_ms(engine, bs: int, prompt_len: int, iters: int, warmup: int,
+                   overlap: bool) -> float:
+    """Median-free steady state of `Engine.step()`: bs requests admitted and prefilled, then
+    `warmup` steps, then the mean wall ms of `iters` back-to-back steps (one sync at each end:
+    with overlap, the host's step i+1 runs while the GPU runs step i). The engine's scheduler
+    is swapped for a fresh one in the asked mode; the requests are aborted afterwards."""
+    from specdec.scheduler import Scheduler
+    engine.overlap, engine.scheduler = overlap, Scheduler(engine)
+    from specdec.validate import reserve_margin
+    new = engine.max_context - prompt_len - reserve_margin(engine.spec, engine.page_size, True)
+    if new < warmup + iters + 2:
+        raise ValueError(f"max_context {engine.max_context} leaves {new} new tokens: need "
+                         f"{warmup + iters + 2} for {warmup} + {iters} steps")
+    rids = [engine.add_request(p, new) for p in prompts(bs, prompt_len, engine.cfg.vocab_size)]
+    with torch.inference_mode():
+        for _ in range(1 + warmup):  # the first step admits and prefills
+            engine.step()
+        sync(engine.device)
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            engine.step()
+        sync(engine.device)
+        ms = (time.perf_counter() - t0) * 1e3 / iters
+        for rid in rids:
+            if rid in engine.scheduler.live:
+                engine.abort(rid)
+        engine.scheduler.drain()
+    engine.overlap, engine.scheduler = False, Scheduler(engine)
+    return ms
+
+
+def e2e_rows(build, batch_sizes=(1, 8), new_tokens: int = 256, prompt_len: int = 32) -> list:
+    """`generate()` of `new_tokens` tokens per request at each batch size, with and without
+    overlap, on engines from `build(overlap)`: tokens per second (wall, one warm-up call)."""
+    rows = []
+    for overlap in (False, True):
+        eng = build(overlap)
+        for bs in batch_sizes:
+            ps = prompts(bs, prompt_len, eng.cfg.vocab_size)
+            eng.generate(ps, max_new_tokens=8)  # warm-up: allocator, kernels, caches
+            sync(eng.device)
+            t0 = time.perf_counter()
+            outs = eng.generate(ps, max_new_tokens=new_tokens)
+            sync(eng.device)
+            s = time.perf_counter() - t0
+            toks = sum(map(len, outs))
+            rows.append({"bs": bs, "overlap": overlap, "new_tokens": new_tokens,
+                         "seconds": s, "tokens_per_s": toks / s})
+            print(f"  e2e generate bs={bs:<2} overlap={overlap!s:<5} {toks / s:9.1f} tok/s",
+                  flush=True)
+        del eng
+        free("cuda" if torch.cuda.is_available() else "cpu")
+    return rows

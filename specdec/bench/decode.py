@@ -2,7 +2,10 @@
 
 Three implementations of the same step, measured in one run: the eager engine step, our CUDA
 graph step (the spec=None decode runner) and torch.compile(mode="reduce-overhead") over a
-dense-KV step (specdec/bench/dense.py). The floor: the bytes a step must read (weights, and
+dense-KV step (specdec/bench/dense.py). With graphs, the step through `Engine.step()` (the
+scheduler's host work included) in steady state, synchronous ("engine-step") and with overlap
+scheduling ("overlap"); and `generate()` of 256 tokens at bs 1 and 8 with and without overlap
+(extra["e2e"]). The floor: the bytes a step must read (weights, and
 the batch's KV) over the device copy bandwidth measured in the same run.
 """
 from __future__ import annotations
@@ -12,8 +15,9 @@ import time
 import torch
 
 from specdec import Engine
-from specdec.bench.common import (COPY_CONVENTION, copy_bandwidth, fast_weights, free, kv_bytes,
-                                  live_batch, median, sync, time_ms, weight_bytes)
+from specdec.bench.common import (COPY_CONVENTION, copy_bandwidth, e2e_rows, engine_step_ms,
+                                  fast_weights, free, kv_bytes, live_batch, median, sync, time_ms,
+                                  weight_bytes)
 from specdec.bench.dense import compiled_step
 from specdec.engine import DTYPES
 from specdec.rounds import RoundRunner
@@ -86,12 +90,13 @@ def _peer_row(eng, model, bs, peer_seq, context, device, iters, warmup, compile_
 
 
 def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], context: int,
-        iters: int, warmup: int, compile_mode: str = "reduce-overhead") -> tuple[list[dict], dict]:
+        iters: int, warmup: int, compile_mode: str = "reduce-overhead",
+        e2e_tokens: int = 256) -> tuple[list[dict], dict]:
     bw = copy_bandwidth(device)
     print(f"copy bandwidth {bw['bytes_per_s'] / 1e9:.0f} GB/s (read + written)", flush=True)
     steps = warmup + iters
     kv_tokens = context + warmup + (iters + 1) / 2  # mean KV length over the timed steps
-    rows = []
+    rows, e2e_all = [], []
     for model in models:
         with fast_weights(device, DTYPES[dtype]):
             eng = Engine(model=model, spec=None, device=device, dtype=dtype,
@@ -113,6 +118,10 @@ def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], cont
                     if impl == "graph":
                         rows.append(_replay_row(runner.decode_runner, model, bs, device, iters,
                                                 warmup, floor_ms, common))
+                if impl == "graph":  # the whole Engine.step(), sync and overlapped
+                    for name, ov in (("engine-step", False), ("overlap", True)):
+                        ms = engine_step_ms(eng, bs, context, iters, warmup, ov)
+                        rows.append(_row(model, bs, name, ms, floor_ms, **common))
         # The compile peers run after every graph replay of this engine: inductor's cudagraph
         # trees clear cuBLAS workspaces around their captures, and our graphs captured GEMMs
         # that use those workspaces (a replay after that reads freed memory).
@@ -123,6 +132,13 @@ def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], cont
                                   compile_mode, *floors[bs]))
         del eng
         free(device)
-    extra = {"copy_bandwidth": bw, "floor_convention": FLOOR_CONVENTION, "context": context,
+        if e2e_tokens:
+            def build(overlap, model=model):
+                with fast_weights(device, DTYPES[dtype]):
+                    return Engine(model=model, spec=None, device=device, dtype=dtype, max_batch=8,
+                                  max_context=e2e_tokens + 64, cuda_graph=True, cuda_graph_bs=[1, 8],
+                                  overlap=overlap)
+            e2e_all.extend(dict(model=model, **r) for r in e2e_rows(build, new_tokens=e2e_tokens))
+    extra = {"e2e": e2e_all, "copy_bandwidth": bw, "floor_convention": FLOOR_CONVENTION, "context": context,
              "iters": iters, "warmup": warmup, "dtype": dtype, "statistic": "median of iters"}
     return rows, extra

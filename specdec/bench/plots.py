@@ -115,6 +115,27 @@ def plot(doc: dict, png: str) -> None:
     fig.tight_layout()
     fig.savefig(png, dpi=120)
     plt.close(fig)
+    if doc.get("e2e"):  # generate() tokens/s, with and without overlap scheduling
+        fig = e2e(doc, plt)
+        fig.tight_layout()
+        fig.savefig(png.rsplit(".", 1)[0] + "-e2e.png", dpi=120)
+        plt.close(fig)
+
+
+def e2e(doc, plt):
+    rows = doc["e2e"]
+    keys = list(dict.fromkeys((r["model"], r["bs"]) for r in rows))
+    fig, ax = plt.subplots(figsize=(max(5, 1.6 * len(keys)), 4.2))
+    x = range(len(keys))
+    for off, ov in ((-0.2, False), (0.2, True)):
+        vals = [next((r["tokens_per_s"] for r in rows if (r["model"], r["bs"]) == k
+                      and r["overlap"] == ov), 0.0) for k in keys]
+        ax.bar([i + off for i in x], vals, width=0.4, label="overlap" if ov else "sync")
+    ax.set_xticks(list(x), [f"{m}\nbs{b}" for m, b in keys])
+    ax.set_ylabel(f"tokens/s, generate() of {rows[0]['new_tokens']} new tokens")
+    ax.legend(fontsize=8)
+    _title(ax, doc, "end to end")
+    return fig
 
 
 def plot_file(path: str) -> str:

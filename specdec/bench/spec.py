@@ -12,7 +12,8 @@ from __future__ import annotations
 import time
 
 from specdec import Engine, SpecConfig
-from specdec.bench.common import fast_weights, free, live_batch, median, sync, time_ms
+from specdec.bench.common import (e2e_rows, engine_step_ms, fast_weights, free, live_batch,
+                                  median, sync, time_ms)
 from specdec.engine import DTYPES
 from specdec.phase_timer import PHASES, PhaseTimer
 from specdec.rounds import RoundRunner
@@ -59,8 +60,11 @@ def _rounds(eng, reqs, device, iters, warmup) -> tuple[list[float], list[dict]]:
 
 
 def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], context: int,
-        iters: int, warmup: int, configs=DEFAULT_CONFIGS) -> tuple[list[dict], dict]:
-    rows = []
+        iters: int, warmup: int, configs=DEFAULT_CONFIGS, e2e_tokens: int = 256) -> tuple[list[dict], dict]:
+    """Besides the phase rows: extra["engine_step"], the round through `Engine.step()` in
+    steady state, synchronous and with overlap scheduling, in decode steps; extra["e2e"],
+    `generate()` of 256 tokens at bs 1 and 8 with and without overlap (first config)."""
+    rows, steps_rows, e2e_all = [], [], []
     for model in models:
         step_ms = decode_step_ms(model, device, dtype, batch_sizes, context, iters, warmup)
         free(device)  # that engine died with decode_step_ms
@@ -94,9 +98,24 @@ def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], cont
                       f"{round_ms:.3f} ms = {row['round_in_decode_steps']:.2f} decode steps "
                       f"(break-even acceptance {row['break_even_acceptance_length']:.2f}) [{parts}]",
                       flush=True)
+                for name, ov in (("engine-step", False), ("overlap", True)):
+                    ms = engine_step_ms(eng, bs, context, iters, warmup, ov)
+                    steps_rows.append({"model": model, "bs": bs, "topk": topk, "num_steps": steps,
+                                       "ndt": ndt, "impl": name, "round_ms": ms,
+                                       "round_in_decode_steps": ms / step_ms[bs]})
+                    print(f"{model:>9} bs={bs:<3} topk={topk} steps={steps} ndt={ndt}: {name} "
+                          f"{ms:.3f} ms = {ms / step_ms[bs]:.2f} decode steps", flush=True)
             del eng
             free(device)
-    extra = {"context": context, "iters": iters, "warmup": warmup, "dtype": dtype,
+            if e2e_tokens and (topk, steps, ndt) == tuple(configs[0]):
+                def build(overlap, model=model, spec=spec):
+                    with fast_weights(device, DTYPES[dtype]):
+                        return Engine(model=model, spec=spec, draft="eagle", device=device,
+                                      dtype=dtype, max_batch=8, max_context=e2e_tokens + 96, cuda_graph=True,
+                                      cuda_graph_bs=[1, 8], overlap=overlap)
+                e2e_all.extend(dict(model=model, topk=topk, num_steps=steps, ndt=ndt, **r)
+                               for r in e2e_rows(build, new_tokens=e2e_tokens))
+    extra = {"engine_step": steps_rows, "e2e": e2e_all, "context": context, "iters": iters, "warmup": warmup, "dtype": dtype,
              "draft": "eagle", "cuda_graph": True, "phases": list(PHASES) + ["host"],
              "convention": "round_ms: median wall time of a round (synchronized); phases: "
                            "median per phase of CUDA-event (CPU: perf_counter) segments; host "

@@ -1,0 +1,107 @@
+"""The overlap oracle (conventions section 10): overlap scheduling changes when the host reads
+a round's results, never what the engine computes."""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from harness.oracles import OracleFailure
+from harness.properties import build_engine, prompts_for, sampling_for
+from harness.runs import default_device, new_token_counts
+from harness.strategies import RunConfig
+from specdec import SpecConfig
+from specdec.trace import TraceRecorder
+from specdec.validate import reserve_margin
+
+LATE = 2  # steps after which the second half of the batch arrives
+
+
+def _drive(cfg: RunConfig, device: str, overlap: bool):
+    """The drawn batch, half queued at step 0 and the rest at step LATE (they join while a
+    round is in flight and take rows freed by finished requests); when a stop is drawn, each
+    request stops at its prompt's first token (an id the model may emit or not: both modes
+    must agree either way). Returns the engine, the outputs and, per rid,
+    its history: (committed length, output length) after each of its resolved rounds."""
+    bucket = max(cfg.batch_size, max(cfg.graph_bs))
+    spec = SpecConfig(cfg.topk, cfg.num_steps, cfg.ndt, cfg.draft_sampling)
+    # One context for both: it sets the attention's width (and so its reduction order).
+    context = cfg.max_prompt_len + cfg.max_new_tokens + reserve_margin(spec, cfg.page_size, True)
+    eng = build_engine(dataclasses.replace(cfg, overlap=overlap, graph_bs=(bucket,)), device,
+                       batch_invariant=True, max_context=context)
+    eng.recorder = TraceRecorder(cfg.page_size, keep_kv_slots=False)
+    prompts = prompts_for(cfg, eng.cfg.vocab_size)
+    counts = new_token_counts(cfg.seed, cfg.batch_size, cfg.max_new_tokens, cfg.ragged)
+    stops = [(p[0],) if cfg.stop_at >= 0 else () for p in prompts]
+    params = sampling_for(cfg, stops)
+    half = (cfg.batch_size + 1) // 2
+    rids, history, step = [], {}, 0
+    while step <= LATE or eng.has_unfinished():
+        if step in (0, LATE):
+            idx = range(half) if step == 0 else range(half, cfg.batch_size)
+            rids += [eng.add_request(prompts[i], counts[i], params[i]) for i in idx]
+        eng.step()
+        step += 1
+        eng.check_accounting()
+        for r in eng.scheduler.waiting:
+            if r.pages or r.row != -1:
+                raise OracleFailure("overlap_equals_sync", f"waiting request {r.rid} holds memory")
+        if step > 2000:
+            raise OracleFailure("overlap_equals_sync", f"overlap={overlap}: no progress")
+    eng.check_accounting([])
+    for rid, seq_len, n_out in eng.recorder.resolved:
+        history.setdefault(rid, []).append((seq_len, n_out))
+    if len(eng.memory.req_pool._free_rows) != eng.max_batch:
+        raise OracleFailure("overlap_equals_sync", f"overlap={overlap}: a request row leaked")
+    outs = [eng.output(r) for r in rids]
+    return eng, [(o.tokens, o.finish_reason) for o in outs], history
+
+
+def _committed_kv(eng) -> dict:
+    """Per finished request: its committed target and draft KV bytes, snapshot at finish
+    (target positions < seq_len; draft positions < the draft's committed prefix)."""
+    out = {}
+    for fr in eng.recorder.finished:
+        n, d = fr.seq_len, eng.rounds.draft.prefix_len(fr.seq_len)
+        out[fr.rid] = ([kv[:, :n] for kv in fr.target_kv], [kv[:, :d] for kv in fr.draft_kv])
+    return out
+
+
+def prop_overlap_equals_sync(cfg: RunConfig, device: str | None = None) -> None:
+    """Law (overlap_equals_sync): one seeded run (the drawn batch, greedy or sampled, with
+    ragged lengths and stop tokens; half of it queued at step 0, the rest two steps later)
+    through an engine with overlap=True and one with overlap=False gives
+    1. identical tokens and finish reasons for every request;
+    2. identical committed KV bytes, target and draft, at every committed slot of every
+       request (snapshot when it finishes, before its pages go);
+    3. the same history of resolved rounds per request: the matching point of the two modes
+       is a request's round resolving, whichever step resolves it (overlap: one step later),
+       and after each the committed length and output length are equal;
+    4. sound accounting after every step in both (every page free or owned by exactly one
+       holder: running requests and releases deferred for the round in flight; waiting
+       requests own nothing), every page and request row free once each has drained, and
+       the same statistics (rounds, drafted, accepted).
+    Both run batch-invariant shapes (one captured size; eager padded to it) and one context
+    length, so the extra round an overlap engine runs for a request that has already
+    finished changes nobody's numerics."""
+    device = device or default_device()
+    sync, out_s, hist_s = _drive(cfg, device, False)
+    over, out_o, hist_o = _drive(cfg, device, True)
+    for i, (a, b) in enumerate(zip(out_s, out_o)):
+        if a != b:
+            raise OracleFailure("overlap_equals_sync", f"request {i}: sync {a} != overlap {b}")
+    if hist_s != hist_o:
+        rid = next(r for r in hist_s if hist_s[r] != hist_o.get(r))
+        raise OracleFailure("overlap_equals_sync", f"rid {rid}: resolved rounds (seq_len, "
+                            f"output length) sync {hist_s[rid]} != overlap {hist_o.get(rid)}")
+    kv_s, kv_o = _committed_kv(sync), _committed_kv(over)
+    for rid, (ts, ds) in kv_s.items():
+        to, do = kv_o[rid]
+        for what, xs, ys in (("target", ts, to), ("draft", ds, do)):
+            for layer, (x, y) in enumerate(zip(xs, ys)):
+                if x.shape != y.shape or not torch.equal(x, y):
+                    raise OracleFailure("overlap_equals_sync", f"rid {rid}: committed {what} "
+                                        f"KV of layer {layer} differs between sync and overlap")
+    if str(sync.stats) != str(over.stats):
+        raise OracleFailure("overlap_equals_sync", f"statistics: sync {sync.stats} != "
+                            f"overlap {over.stats}")

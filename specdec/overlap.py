@@ -1,0 +1,69 @@
+"""Overlap scheduling (conventions section 10): the device-side state that round i+1 derives
+its inputs from, and a launched round whose results are still on their way to the host.
+
+With `Engine(overlap=True)` the scheduler queues round i+1 before it reads round i's results.
+What round i+1 needs from round i never goes through the host: every round writes each
+request's committed length and pending (bonus) token into `RowState` (by request row), and
+the next round gathers them there for the requests whose host copy lags. The synchronous
+engine runs the same code (launch, then resolve the same round at once), with the host's
+exact values, so the two modes differ only in when the host reads.
+"""
+from __future__ import annotations
+
+import torch
+
+PLACEHOLDER = -1  # a host input the device fills in: the value is still in flight
+
+
+class UnresolvedRead(RuntimeError):
+    """The host read a round's results before its event said they were there."""
+
+
+class RowState:
+    """Per request row, on the device: the committed target length and the pending bonus
+    token after the last round that ran the row. Row 0 (padding) is never written."""
+
+    def __init__(self, rows: int, device: torch.device) -> None:
+        self.seq_lens = torch.zeros(rows, dtype=torch.int64, device=device)
+        self.pending = torch.zeros(rows, dtype=torch.int64, device=device)
+
+    def inputs(self, rows: torch.Tensor, host_seq: torch.Tensor, host_pending: torch.Tensor):
+        """(seq_lens, pending) of a round: the host's value, or where the host passes
+        PLACEHOLDER (its copy lags one round) the device's. Sync-free torch ops."""
+        seq = torch.where(host_seq >= 0, host_seq, self.seq_lens[rows])
+        pending = torch.where(host_pending >= 0, host_pending, self.pending[rows])
+        return seq, pending
+
+    def commit(self, rows: torch.Tensor, seq_lens: torch.Tensor, pending: torch.Tensor) -> None:
+        self.seq_lens.index_copy_(0, rows, seq_lens)
+        self.pending.index_copy_(0, rows, pending)
+
+
+class InFlight:
+    """A launched round: its requests and its results (int64 tensors, concatenated) copied
+    without blocking into pinned host memory, with an event. `wait()` is the only way to the
+    values. On CPU the work is done when queued; the stand-in models the event as a flag, and
+    `peek()` before `wait()` raises, so the CPU tier keeps the GPU's ordering rules."""
+
+    def __init__(self, kind: str, reqs: list, results: list[torch.Tensor]) -> None:
+        self.kind, self.reqs = kind, list(reqs)
+        flat = torch.cat([t.reshape(-1).long() for t in results])
+        if flat.device.type == "cuda":
+            self._host = torch.empty(flat.shape, dtype=flat.dtype, pin_memory=True)
+            self._host.copy_(flat, non_blocking=True)
+            self._event = torch.cuda.Event()
+            self._event.record()
+        else:
+            self._host, self._event = flat.clone(), None
+        self._ready = False
+
+    def peek(self) -> list[int]:
+        if not self._ready:
+            raise UnresolvedRead(f"the host read a {self.kind} round's results before its event")
+        return self._host.tolist()
+
+    def wait(self) -> list[int]:
+        if self._event is not None:
+            self._event.synchronize()
+        self._ready = True
+        return self.peek()
