@@ -21,6 +21,7 @@ from specdec.model.layers import RotaryEmbedding
 from specdec.model.llama import LlamaModel, fuse_weights, init_weights
 from specdec.model.perturbed import parse_perturbed, perturbed_copy
 from specdec.graphs.runner import DEFAULT_BUCKETS
+from specdec.prefix_cache import PrefixCache
 from specdec.request import Req
 from specdec.sampling_params import SamplingParams
 from specdec.rounds import RoundRunner
@@ -36,6 +37,9 @@ class Stats:
     req_rounds: int = 0      # request-rounds: a request taking part in a round
     drafted: int = 0         # draft tokens proposed (ndt - 1 per request-round)
     accepted: int = 0        # draft tokens accepted
+    prefill_tokens: int = 0  # tokens run through the target prefill
+    prefix_hit_tokens: int = 0  # prefill positions reused from the prefix cache
+
     def __str__(self) -> str:
         return (f"rounds={self.rounds} drafted={self.drafted} accepted={self.accepted} "
                 f"mean_acceptance_length={self.mean_acceptance_length:.3f}")
@@ -52,11 +56,15 @@ class Engine:
                  dtype: str = "float32", seed: int = 0, max_batch: int = 32,
                  max_context: int = 512, num_pages: int | None = None,
                  attention: str | None = None, cuda_graph_bs: list[int] | None = None,
-                 batch_invariant: bool = False, draft_max_position: int | None = None) -> None:
+                 batch_invariant: bool = False, draft_max_position: int | None = None,
+                 prefix_cache: bool = False, prefix_on_retract: bool = True) -> None:
         """draft: 'eagle' (a seeded EAGLE head), 'self' (the target drafts for itself),
         'perturbed[:scale]' (the target with seeded noise: tunable acceptance), a model shape
         name, or a checkpoint directory. draft_max_position: the drafter's own configured
-        max_position (an EAGLE config may say 2048); its RoPE table still covers max_context."""
+        max_position (an EAGLE config may say 2048); its RoPE table still covers max_context.
+        prefix_cache: a radix prefix cache (specdec/prefix_cache) shared by target and draft
+        KV; finished requests give it their committed pages, and so do retracted ones when
+        prefix_on_retract (a resumed request then hits its own prefix)."""
         if page_size < 1 or page_size > 64 or page_size & (page_size - 1):
             raise ValueError(f"page_size={page_size}: must be a power of two from 1 to 64")
         if dtype not in DTYPES:
@@ -102,6 +110,10 @@ class Engine:
         num_pages = num_pages or max_batch * pages_per_req + 1
         self.memory = MemoryManager(max_batch, self.max_context, num_pages, page_size,
                                     self.kernels, self.device)
+        self.prefix_on_retract = bool(prefix_on_retract)
+        if prefix_cache:
+            shifted = self.drafter is not None and self.drafter.shifted
+            self.memory.prefix = PrefixCache(self.memory.allocator, page_size, shifted)
         slots = num_pages * page_size
         self.target_backend = self._backend(impl, self.cfg, slots)
         if spec is not None:
@@ -265,7 +277,7 @@ class Engine:
         """Refuse up front a batch whose worst case cannot fit in the KV pool, rather than run
         out of pages half way."""
         worst = sum(self._worst_pages(p, max_new_tokens) for p in prompts)
-        free = self.memory.allocator.num_free
+        free = self.memory.available  # free pages and unreferenced prefix-cache pages
         if worst > free:
             raise OutOfSlots(f"need {worst} pages in the worst case for {len(prompts)} prompts, "
                              f"{free} free: use fewer or shorter prompts, or more num_pages")
@@ -274,7 +286,20 @@ class Engine:
         margin = reserve_margin(self.spec, self.page_size)
         return -(-(len(prompt) + max_new_tokens + margin) // self.page_size)
 
+    @property
+    def prefix_cache(self):
+        """The PrefixCache, or None when the engine runs without one."""
+        return self.memory.prefix
+
+    def flush_prefix_cache(self) -> int:
+        """Drop every prefix-cache node that no running request uses and free its pages;
+        nodes running requests use stay (flushing never takes pages from a request). Safe
+        while requests run. Returns the number of pages freed (0 without a prefix cache)."""
+        return self.memory.prefix.flush() if self.memory.prefix is not None else 0
+
     def check_accounting(self, live: list[Req] | None = None) -> None:
-        """No leaked page, no page with two owners, page 0 never owned. `live`: the requests
-        that own pages (default: the running ones; waiting requests own none)."""
+        """No leaked page, no page with two owners, page 0 never owned; every prefix-tree
+        page is held by the tree with a reference count equal to the number of `live`
+        requests using it. `live`: the requests that own pages (default: the running ones;
+        waiting requests own none)."""
         self.memory.check(self.live_requests() if live is None else list(live))

@@ -51,7 +51,7 @@ class Scheduler:
             raise ValueError(f"abort({rid!r}): no live request with that id ({state})")
         if req in self.running:
             self.running.remove(req)
-            self.e.memory.release(req)   # pages and row free now, not at the next step
+            self.e.memory.release(req)   # pages and row free now (nothing enters the prefix tree)
         else:
             self.waiting.remove(req)
         out = self.finished[rid] = _output(req, "abort")
@@ -78,18 +78,25 @@ class Scheduler:
 
     def _admit(self) -> list[RequestOutput]:
         mem = self.e.memory
-        free, need = mem.allocator.num_free, self._round_pages(self.running)
+        need = self._round_pages(self.running)
         new: list[Req] = []
         # First come, first served: stop at the first request that does not fit (no skipping,
         # so a long request is not starved by short ones behind it). Admit only what the next
-        # round can also run, or the newcomer would be retracted right away.
+        # round can also run, or the newcomer would be retracted right away. Free pages
+        # include what the prefix tree can give back (mem.available).
         while self.waiting and len(self.running) + len(new) < self.e.max_batch:
-            end = self.e.rounds.step_ends([len(self.waiting[0].prefill_tokens)])[0]
-            pages = mem.pages_needed(self.waiting[0], end)  # a waiting request owns no page
-            if need + pages > free:
+            head = self.waiting[0]
+            if mem.prefix is not None:
+                mem.prefix.lock(head)  # its shared prefix pages: locked, no longer evictable
+            end = self.e.rounds.step_ends([len(head.prefill_tokens)])[0]
+            pages = mem.pages_needed(head, end)  # beyond the shared pages, if any
+            if need + pages > mem.available:
+                if mem.prefix is not None:
+                    mem.prefix.unlock(head)  # a waiting request holds nothing
                 break
             need += pages
             new.append(self.waiting.popleft())
+        free = mem.available
         if not new:
             if self.waiting and not self.running:  # add_request refuses what cannot fit alone
                 raise OutOfSlots(f"request {self.waiting[0].rid} cannot be admitted into an "
@@ -102,7 +109,7 @@ class Scheduler:
         return self._finish_done()  # max_new_tokens 1, or a stop token first
 
     def _retract_until_fits(self) -> None:
-        free = self.e.memory.allocator.num_free
+        free = self.e.memory.available
         while self.running and self._round_pages(self.running) > free:
             if len(self.running) == 1:  # add_request refuses what cannot fit alone
                 raise OutOfSlots(f"request {self.running[0].rid} cannot run its next round "
@@ -110,10 +117,12 @@ class Scheduler:
                                  f"{free} free")
             victim = max(self.running, key=lambda r: r.rid)  # the newest arrival
             self.running.remove(victim)
-            self.e.memory.release(victim)   # output (committed tokens + pending bonus) is kept
+            # Output (committed tokens + pending bonus) is kept; its committed pages may go to
+            # the prefix tree so that it hits its own prefix when it resumes.
+            self.e.memory.release(victim, insert=self.e.prefix_on_retract)
             self.waiting.appendleft(victim)  # retracted newest first: the oldest ends up first
             self.retractions += 1
-            free = self.e.memory.allocator.num_free
+            free = self.e.memory.available
 
     def _finish_done(self) -> list[RequestOutput]:
         out = []
@@ -121,7 +130,7 @@ class Scheduler:
             if self.e.recorder is not None:
                 self.e.recorder.on_finish(self.e, [r])  # snapshot KV before the pages go
             self.running.remove(r)
-            self.e.memory.release(r)
+            self.e.memory.release(r, insert=True)  # committed pages enter the prefix tree
             del self.live[r.rid]
             out.append(_output(r, r.finish()[0]))
             self.finished[r.rid] = out[-1]
