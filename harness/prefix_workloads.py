@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from harness.runs import greedy_baseline, new_token_counts
 
-KINDS = ("identical", "extend", "at_page", "before_page", "after_page", "continue", "fresh")
+KINDS = ("identical", "extend", "at_page", "before_page", "after_page", "continue", "continue",
+         "fresh")  # a multi-turn chat (continue) is the commonest reuse
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,8 @@ class Planned:
     src: int          # the earlier request it shares with (-1: none)
     cut: int          # shared length (at/before/after_page), tail length (extend/continue)
     seed: int         # its own tokens
+    more: int = 0     # continue: output tokens past the source's visible output (a round
+                      # may commit more than max_new_tokens; those positions are cached too)
 
 
 def plan(seed: int, n: int, page_size: int) -> list[Planned]:
@@ -28,11 +31,12 @@ def plan(seed: int, n: int, page_size: int) -> list[Planned]:
     for i in range(1, n):
         wave += rng.random() < 0.6  # mostly a new wave: the source has finished by then
         kind = rng.choice(KINDS)
-        src = rng.randrange(i)
+        earlier = [j for j in range(i) if out[j].wave < wave]  # finished by now: cached
+        src = rng.choice(earlier) if earlier and rng.random() < 0.8 else rng.randrange(i)
         pages = rng.randint(1, 3)
         cut = {"at_page": pages * page_size, "before_page": pages * page_size - 1,
                "after_page": pages * page_size + 1}.get(kind, rng.randint(1, 4))
-        out.append(Planned(wave, kind, src, cut, rng.randrange(2**31)))
+        out.append(Planned(wave, kind, src, cut, rng.randrange(2**31), rng.randint(0, 3)))
     return out
 
 
@@ -45,8 +49,8 @@ def prompt_cap(max_prompt_len: int, max_new_tokens: int) -> int:
 def build_prompts(planned: list[Planned], vocab: int, base_max: int, min_len: int, cap: int,
                   outputs) -> list[list[int]]:
     """Prompts in order: fresh ones of min_len..base_max tokens, derived ones up to `cap`;
-    `outputs(i, prompt)` gives request i's greedy output (continuations extend their
-    source's prompt and output: a multi-turn chat)."""
+    `outputs(i, prompt, more)` gives request i's greedy output and `more` tokens past it
+    (continuations extend their source's prompt and output: a multi-turn chat)."""
     prompts: list[list[int]] = []
     for i, p in enumerate(planned):
         rng = random.Random(p.seed)
@@ -60,7 +64,7 @@ def build_prompts(planned: list[Planned], vocab: int, base_max: int, min_len: in
             elif p.kind == "extend":
                 prompt = src + fresh[:p.cut]
             elif p.kind == "continue":
-                prompt = src + list(outputs(p.src, src)) + fresh[:p.cut]
+                prompt = src + list(outputs(p.src, src, p.more)) + fresh[:p.cut]
             else:  # diverge at a page boundary, one before or one after
                 head = src[:p.cut]
                 nxt = src[p.cut] if p.cut < len(src) else -1
@@ -75,10 +79,10 @@ def shared_prompts(cfg, vocab: int, device: str) -> list[list[int]]:
     output of their source (what a correct engine returns, ties aside)."""
     counts = new_token_counts(cfg.seed, cfg.batch_size, cfg.max_new_tokens, cfg.ragged)
 
-    def outputs(i, prompt):
+    def outputs(i, prompt, more):
         outs, _ = greedy_baseline(cfg.model, [prompt], cfg.max_new_tokens, device, cfg.dtype,
                                   cfg.seed % 1000)
-        return outs[0][:counts[i]]
+        return outs[0][:counts[i] + more]
     return build_prompts(plan(cfg.seed, cfg.batch_size, cfg.page_size), vocab,
                          cfg.max_prompt_len, cfg.min_prompt_len,
                          prompt_cap(cfg.max_prompt_len, cfg.max_new_tokens), outputs)

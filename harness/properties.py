@@ -18,7 +18,9 @@ from specdec.trace import TraceRecorder
 from specdec.validate import reserve_margin
 
 
-def build_engine(cfg: RunConfig, device: str, **overrides) -> Engine:
+def build_engine(cfg: RunConfig, device: str, cache: bool | None = None, **overrides) -> Engine:
+    """The engine of a drawn run; `cache` overrides the prefix cache alone (the workload
+    stays that of cfg)."""
     cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if k in RunConfig.__dataclass_fields__})
     spec = SpecConfig(cfg.topk, cfg.num_steps, cfg.ndt, cfg.draft_sampling)
     # Just enough context for the longest prompt, its output and one round's headroom.
@@ -35,7 +37,8 @@ def build_engine(cfg: RunConfig, device: str, **overrides) -> Engine:
                   cuda_graph=cfg.cuda_graph, cuda_graph_bs=list(cfg.graph_bs),
                   batch_invariant=overrides.get("batch_invariant", False),
                   draft_max_position=cfg.draft_max_position or None,
-                  prefix_cache=cfg.prefix_cache, num_pages=num_pages)
+                  prefix_cache=cfg.prefix_cache if cache is None else cache,
+                  num_pages=num_pages)
 
 
 def prompts_for(cfg: RunConfig, vocab: int, device: str | None = None) -> list[list[int]]:
