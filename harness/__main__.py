@@ -45,6 +45,8 @@ def main(argv=None) -> int:
                    help="KV pool size in largest-request worst cases (small: retraction)")
     m.add_argument("--page-size", type=int, default=4)
     m.add_argument("--cuda-graph", action="store_true")
+    m.add_argument("--prefix-cache", action="store_true",
+                   help="radix prefix cache; prompts from a few shared system prompts")
     bench.add_parser(sub)
     args = ap.parse_args(argv)
     profiles.register()
@@ -57,7 +59,7 @@ def main(argv=None) -> int:
         from harness.mixed_run import mixed_run
         print(mixed_run(args.requests, args.seed, device, args.model, page_size=args.page_size,
                         max_batch=args.max_batch, pool_requests=args.pool_requests,
-                        cuda_graph=args.cuda_graph))
+                        cuda_graph=args.cuda_graph, prefix_cache=args.prefix_cache))
         return 0
     if args.cmd == "check":
         profile = settings.get_profile(args.profile) if args.profile else settings.default
