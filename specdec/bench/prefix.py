@@ -12,7 +12,9 @@ import time
 import torch
 
 from specdec import Engine, SpecConfig
+from specdec.bench.common import fast_weights
 from specdec.config import model_config
+from specdec.engine import DTYPES
 
 
 def _sync(device: str) -> None:
@@ -40,13 +42,15 @@ def serve(model: str, device: str, dtype: str, cache: bool, prefix: list[int],
           suffixes: list[list[int]], new_tokens: int, seed: int) -> dict:
     spec = SpecConfig(topk=1, num_steps=3, num_draft_tokens=4)
     context = len(prefix) + max(map(len, suffixes)) + new_tokens + 16
-    eng = Engine(model=model, spec=spec, draft="eagle", device=device, dtype=dtype, seed=seed,
-                 max_batch=len(suffixes), max_context=context, prefix_cache=cache)
-    eng.generate([prefix[:16]], max_new_tokens=2)  # warm-up: kernels compiled, not timed
-    eng.flush_prefix_cache()
-    base_prefill, base_hits = eng.stats.prefill_tokens, eng.stats.prefix_hit_tokens
-    first = _ttft(eng, [prefix + suffixes[0]], new_tokens, device)
-    rest = _ttft(eng, [prefix + s for s in suffixes[1:]], new_tokens, device)
+    with fast_weights(device, DTYPES[dtype]):  # seeded random weights drawn on the device
+        eng = Engine(model=model, spec=spec, draft="eagle", device=device, dtype=dtype,
+                     seed=seed, max_batch=len(suffixes), max_context=context,
+                     prefix_cache=cache)
+    for _ in range(2):  # the first pass warms up (kernels compiled for these shapes)
+        eng.flush_prefix_cache()  # an empty tree: the pass starts cold
+        base_prefill, base_hits = eng.stats.prefill_tokens, eng.stats.prefix_hit_tokens
+        first = _ttft(eng, [prefix + suffixes[0]], new_tokens, device)
+        rest = _ttft(eng, [prefix + s for s in suffixes[1:]], new_tokens, device)
     eng.flush_prefix_cache()
     eng.check_accounting([])  # nothing leaked
     row = {"model": model, "prefix_cache": cache, "requests": len(suffixes),
