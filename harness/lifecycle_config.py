@@ -30,6 +30,7 @@ class LifecycleConfig:
     model: str = "tiny"
     dtype: str = "float32"
     graph_bs: tuple = (1, 2, 4)
+    prefix_cache: bool = False  # radix prefix cache; the machine then also shares prefixes
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -78,6 +79,7 @@ def lifecycle_configs(page_sizes=(1, 2, 4, 16), max_prompt_len: int = 12, max_ne
         max_new_tokens=st.integers(4, max_new_tokens),
         pool_slack=st.integers(0, 40),
         seed=st.integers(0, 2),
+        prefix_cache=st.booleans(),
     )
 
 
@@ -90,7 +92,8 @@ def build_lifecycle_engine(cfg: LifecycleConfig, device: str) -> Engine:
     return Engine(model=cfg.model, spec=spec, draft=cfg.draft, page_size=cfg.page_size,
                   device=device, dtype=cfg.dtype, seed=cfg.seed, max_batch=cfg.max_batch,
                   max_context=context, num_pages=cfg.num_pages,
-                  cuda_graph=cfg.cuda_graph, cuda_graph_bs=list(cfg.graph_bs))
+                  cuda_graph=cfg.cuda_graph, cuda_graph_bs=list(cfg.graph_bs),
+                  prefix_cache=cfg.prefix_cache)
 
 
 def truncate_at_stop(tokens: list[int], stop: tuple[int, ...]) -> list[int]:
