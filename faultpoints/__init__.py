@@ -94,6 +94,18 @@ REGISTRY: dict[str, Fault] = {f.name: f for f in [
     Fault("overlap_finish_late_tokens", "SGLang overlap scheduler (finished in round i)",
           "the extra round's results of a request that finished in round i are applied to it "
           "(tokens appended, lengths and statistics advanced)"),
+    # The prefix cache (conventions section 11).
+    Fault("eagle_prefix_not_bigram_aligned", "SGLang #10846",
+          "the EAGLE prefix tree is keyed by tokens, not bigrams: a cached draft row at the "
+          "prefix boundary is reused although the token after it differs"),
+    Fault("prefix_hit_draft_kv_uninitialized", "SGLang #19897",
+          "on a prefix hit the draft extend starts at the tree's raw match, not the reuse "
+          "length the target used: draft KV at recomputed positions is never written"),
+    Fault("prefix_insert_uncommitted", "prefix cache, committed length",
+          "a finished request inserts pages up to seq_len + 1: the pending bonus slot, whose "
+          "target KV is speculative, enters the tree"),
+    Fault("prefix_evict_referenced", "prefix cache, eviction",
+          "eviction ignores reference counts and frees pages a running request still uses"),
 ]}
 
 _active: frozenset[str] = frozenset()

@@ -46,6 +46,8 @@ def main(argv=None) -> int:
     m.add_argument("--page-size", type=int, default=4)
     m.add_argument("--cuda-graph", action="store_true")
     m.add_argument("--overlap", action="store_true", help="overlap scheduling (section 10)")
+    m.add_argument("--prefix-cache", action="store_true",
+                   help="radix prefix cache; prompts from a few shared system prompts")
     bench.add_parser(sub)
     args = ap.parse_args(argv)
     profiles.register()
@@ -58,7 +60,8 @@ def main(argv=None) -> int:
         from harness.mixed_run import mixed_run
         print(mixed_run(args.requests, args.seed, device, args.model, page_size=args.page_size,
                         max_batch=args.max_batch, pool_requests=args.pool_requests,
-                        cuda_graph=args.cuda_graph, overlap=args.overlap))
+                        cuda_graph=args.cuda_graph, overlap=args.overlap,
+                        prefix_cache=args.prefix_cache))
         return 0
     if args.cmd == "check":
         profile = settings.get_profile(args.profile) if args.profile else settings.default

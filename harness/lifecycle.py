@@ -1,7 +1,10 @@
 """A stateful Hypothesis machine over the request lifecycle (continuous batching).
 
 Rules add requests (greedy, some with a stop token), step the engine, abort a live request,
-and offer bad requests that must be refused without side effects. The pool is drawn small
+and offer bad requests that must be refused without side effects. With the prefix cache
+(drawn), rules also submit a prompt sharing a prefix with an earlier one (identical, cut at or
+next to a page boundary, extended) and flush the tree while requests run; the small pool makes
+the tree evict. The pool is drawn small
 (harness/lifecycle_config.py) so retraction and re-prefill happen in ordinary runs.
 Checked after every rule: allocator accounting. After every step: the committed KV of the
 running requests equals a dense reference prefill (oracle 3), and every finished request's
@@ -36,6 +39,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         self.engine = None
         self.expect: dict[int, Expected] = {}   # live rid -> expected output
         self.gone: list[int] = []               # finished or aborted rids
+        self.prompts: list[list[int]] = []      # every prompt added (prefix sources)
 
     @initialize(cfg=lifecycle_configs())
     def build(self, cfg: LifecycleConfig) -> None:
@@ -57,12 +61,43 @@ class LifecycleMachine(RuleBasedStateMachine):
             -(-cfg.max_new_tokens // 2), cfg.max_new_tokens), label="max_new_tokens")
         rng = random.Random(data.draw(st.integers(0, 2**32 - 1), label="prompt_seed"))
         prompt = [rng.randrange(self.engine.cfg.vocab_size) for _ in range(n)]
+        self._submit(data, prompt, new)
+
+    def _submit(self, data, prompt: list[int], new: int) -> None:
+        cfg = self.cfg
+        self.prompts.append(prompt)
         ref = reference_output(cfg.model, prompt, new, self.device, cfg.dtype, cfg.seed)
         # A stop token taken from the reference output, so that it is actually reached.
         at = data.draw(st.none() | st.integers(0, new - 1), label="stop_at")
         stop = () if at is None else (ref[0][at],)
         rid = self.engine.add_request(prompt, new, SamplingParams(stop_token_ids=stop))
         self.expect[rid] = expected(ref, stop)
+
+    @rule(data=st.data())
+    def add_shared(self, data) -> None:
+        """A prompt sharing a prefix with an earlier one: identical, cut at a page boundary or
+        one token either side of it, then a fresh tail (none, or a few tokens)."""
+        if not self.cfg.prefix_cache or not self.prompts:
+            return
+        src = data.draw(st.sampled_from(self.prompts), label="shared_with")
+        ps = self.cfg.page_size
+        cut = data.draw(st.sampled_from([len(src)] + [k * ps + d for k in range(1, 4)
+                                                      for d in (-1, 0, 1)]), label="cut")
+        rng = random.Random(data.draw(st.integers(0, 2**32 - 1), label="tail_seed"))
+        tail = [rng.randrange(self.engine.cfg.vocab_size)
+                for _ in range(data.draw(st.integers(0, 3), label="tail"))]
+        prompt = (src[:max(cut, 1)] + tail)[:self.cfg.max_prompt_len]
+        new = data.draw(st.integers(1, self.cfg.max_new_tokens), label="max_new_tokens")
+        self._submit(data, prompt, new)
+
+    @rule()
+    def flush(self) -> None:
+        """Flushing the prefix tree, running requests or not, frees only unused pages."""
+        if self.engine.prefix_cache is None:
+            return
+        self.engine.flush_prefix_cache()
+        if self.engine.scheduler.running:
+            event("flush while running")
 
     @rule(n=st.integers(1, 4))
     def step(self, n: int) -> None:
@@ -128,7 +163,10 @@ class LifecycleMachine(RuleBasedStateMachine):
         if self.engine.has_unfinished():
             raise OracleFailure("lifecycle_progress", f"requests {sorted(self.expect)} did not "
                                 f"finish within {DRAIN_LIMIT} steps")
-        self.engine.check_accounting([])  # everything released
+        self.engine.check_accounting([])  # everything released (the tree unreferenced)
+        self.engine.flush_prefix_cache()
+        alloc = self.engine.memory.allocator
+        assert alloc.num_free == alloc.num_pages - 1, "pages held after the last request and a flush"
 
     # -- helpers ------------------------------------------------------------------------
     def _step(self) -> None:
@@ -141,6 +179,8 @@ class LifecycleMachine(RuleBasedStateMachine):
             self.gone.append(out.rid)
         if e.scheduler.retractions > retracted:
             event("retraction")
+        if any(r.cached_len for r in e.scheduler.running):
+            event("prefix hit")
         check_live_kv(e, e.scheduler.running)
 
     def _refused(self, call, exc, match: str) -> None:

@@ -31,6 +31,7 @@ class LifecycleConfig:
     dtype: str = "float32"
     graph_bs: tuple = (1, 2, 4)
     overlap: bool = False     # overlap scheduling (conventions section 10)
+    prefix_cache: bool = False  # radix prefix cache; the machine then also shares prefixes
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -80,6 +81,7 @@ def lifecycle_configs(page_sizes=(1, 2, 4, 16), max_prompt_len: int = 12, max_ne
         pool_slack=st.integers(0, 40),
         seed=st.integers(0, 2),
         overlap=st.booleans(),
+        prefix_cache=st.booleans(),
     )
 
 
@@ -94,7 +96,7 @@ def build_lifecycle_engine(cfg: LifecycleConfig, device: str) -> Engine:
                   device=device, dtype=cfg.dtype, seed=cfg.seed, max_batch=cfg.max_batch,
                   max_context=context, num_pages=cfg.num_pages,
                   cuda_graph=cfg.cuda_graph, cuda_graph_bs=list(cfg.graph_bs),
-                  overlap=cfg.overlap)
+                  overlap=cfg.overlap, prefix_cache=cfg.prefix_cache)
 
 
 def truncate_at_stop(tokens: list[int], stop: tuple[int, ...]) -> list[int]:

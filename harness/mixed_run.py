@@ -3,7 +3,9 @@ lengths, max_new_tokens, stop tokens and abort times, all from one seed, through
 with a small KV pool (so requests are retracted and resumed). Checked: every completed
 request's output equals an independent greedy run of that request alone (ties as oracle 6),
 an aborted request's partial output is a prefix of it, the allocator accounting holds after
-every step, and no page or request row is left at the end. Reports throughput."""
+every step, and no page or request row is left at the end. Reports throughput. With the prefix
+cache, prompts are a few shared system prompts plus a short user part; the hit rate is
+reported, and after a final flush every page must be free."""
 from __future__ import annotations
 
 import random
@@ -41,21 +43,41 @@ class MixedReport:
     seconds: float = 0.0          # the engine loop only, not the references or checks
     ties: int = 0
     mean_acceptance_length: float = 0.0
+    prefix_hit_tokens: int = -1   # -1: no prefix cache
+    prefill_tokens: int = 0
 
     def __str__(self) -> str:
         rate = self.generated / self.seconds if self.seconds else 0.0
         return (f"{self.requests} requests ({self.completed} completed, {self.aborted} aborted) "
                 f"in {self.steps} steps, {self.retractions} retractions, {self.generated} tokens "
                 f"in {self.seconds:.2f}s = {rate:.1f} tokens/s, mean acceptance length "
-                f"{self.mean_acceptance_length:.3f}, {self.ties} benign ties")
+                f"{self.mean_acceptance_length:.3f}, {self.ties} benign ties" + self._hits())
+
+    def _hits(self) -> str:
+        if self.prefix_hit_tokens < 0:
+            return ""
+        total = self.prefix_hit_tokens + self.prefill_tokens
+        return (f", prefix cache hit rate {self.prefix_hit_tokens / max(total, 1):.1%} "
+                f"({self.prefix_hit_tokens} of {total} prefill positions reused), no page leaked")
 
 
-def plan(n: int, seed: int, vocab: int, max_prompt_len: int, max_new_tokens: int) -> list[Planned]:
+def plan(n: int, seed: int, vocab: int, max_prompt_len: int, max_new_tokens: int,
+         system_prompts: int = 0) -> list[Planned]:
+    """`system_prompts` > 0: each prompt is one of that many shared system prompts (3/4 of
+    max_prompt_len, cut at a drawn length) followed by a short user part."""
     rng, step, out = random.Random(seed), 0, []
+    sys_len = max(1, 3 * max_prompt_len // 4)
+    systems = [[rng.randrange(vocab) for _ in range(sys_len)] for _ in range(system_prompts)]
     for _ in range(n):
         step += rng.choice((0, 0, 1, 1, 2, 4))  # bursts and gaps
         new = rng.randint(1, max_new_tokens)
-        out.append(Planned(step, [rng.randrange(vocab) for _ in range(rng.randint(1, max_prompt_len))],
+        if systems:
+            head = rng.choice(systems)[:rng.choice((sys_len, sys_len, rng.randint(1, sys_len)))]
+            user = rng.randint(1, max(1, max_prompt_len - len(head)))
+            prompt = head + [rng.randrange(vocab) for _ in range(user)]
+        else:
+            prompt = [rng.randrange(vocab) for _ in range(rng.randint(1, max_prompt_len))]
+        out.append(Planned(step, prompt,
                            new, rng.randrange(new) if rng.random() < 0.3 else None,
                            step + rng.randint(0, 8) if rng.random() < 0.1 else None))
     return out
@@ -76,15 +98,19 @@ def mixed_run(n_requests: int = 200, seed: int = 0, device: str = "cpu", model: 
               spec: SpecConfig | None = None, draft: str = "eagle", page_size: int = 4,
               max_batch: int = 16, pool_requests: float = 3.0, max_prompt_len: int = 32,
               max_new_tokens: int = 32, cuda_graph: bool = False,
-              dtype: str = "float32", overlap: bool = False) -> MixedReport:
-    """The pool holds `pool_requests` largest requests' worst cases: fewer than max_batch."""
+              dtype: str = "float32", overlap: bool = False, prefix_cache: bool = False,
+              system_prompts: int = 4) -> MixedReport:
+    """The pool holds `pool_requests` largest requests' worst cases: fewer than max_batch.
+    prefix_cache: the radix cache on, prompts from `system_prompts` shared system prompts."""
     spec = spec or SpecConfig(topk=2, num_steps=3, num_draft_tokens=6)
     context = max_prompt_len + max_new_tokens + reserve_margin(spec, page_size, overlap)
     worst = -(-context // page_size)  # pages of the largest request, worst case
     eng = Engine(model=model, spec=spec, draft=draft, page_size=page_size, device=device,
                  dtype=dtype, seed=seed % 1000, max_batch=max_batch, cuda_graph=cuda_graph,
-                 max_context=context, num_pages=1 + int(pool_requests * worst), overlap=overlap)
-    planned = plan(n_requests, seed, eng.cfg.vocab_size, max_prompt_len, max_new_tokens)
+                 max_context=context, num_pages=1 + int(pool_requests * worst), overlap=overlap,
+                 prefix_cache=prefix_cache)
+    planned = plan(n_requests, seed, eng.cfg.vocab_size, max_prompt_len, max_new_tokens,
+                   system_prompts if prefix_cache else 0)
     refs = references(model, eng, planned, dtype)
     stops = [() if p.stop_at is None else (refs[i][0][p.stop_at],) for i, p in enumerate(planned)]
 
@@ -127,6 +153,14 @@ def mixed_run(n_requests: int = 200, seed: int = 0, device: str = "cpu", model: 
         report.generated += len(o.tokens)
     if len(outs) != n_requests:
         raise OracleFailure("mixed_run", f"{n_requests - len(outs)} requests never finished")
+    if prefix_cache:
+        report.prefix_hit_tokens = eng.stats.prefix_hit_tokens
+        report.prefill_tokens = eng.stats.prefill_tokens
+        eng.flush_prefix_cache()  # the tree gives back everything: nothing may stay owned
+        free = eng.memory.allocator
+        if free.num_free != free.num_pages - 1:
+            raise OracleFailure("mixed_run", f"{free.num_pages - 1 - free.num_free} pages "
+                                "still held after the last request and a flush")
     eng.check_accounting([])  # no page owned by anyone at the end
     if len(eng.memory.req_pool._free_rows) != eng.max_batch:
         raise OracleFailure("mixed_run", "a request row was not returned")

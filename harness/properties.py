@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 
 from harness.kv_content import check_kv_content
+from harness.prefix_workloads import prompt_cap, serve_waves, shared_prompts, waves_of
 from harness.oracles import (OracleFailure, check_eager_graph_bitwise, check_lossless,
                              check_metadata_covers_batch,
                              check_self_draft_logits,
@@ -17,22 +18,33 @@ from specdec.trace import TraceRecorder
 from specdec.validate import reserve_margin
 
 
-def build_engine(cfg: RunConfig, device: str, **overrides) -> Engine:
+def build_engine(cfg: RunConfig, device: str, cache: bool | None = None, **overrides) -> Engine:
+    """The engine of a drawn run; `cache` overrides the prefix cache alone (the workload
+    stays that of cfg)."""
     cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if k in RunConfig.__dataclass_fields__})
     spec = SpecConfig(cfg.topk, cfg.num_steps, cfg.ndt, cfg.draft_sampling)
     # Just enough context for the longest prompt, its output and one round's headroom.
-    context = overrides.get("max_context") or (cfg.max_prompt_len + cfg.max_new_tokens
+    longest = (prompt_cap(cfg.max_prompt_len, cfg.max_new_tokens) if cfg.prefix_cache
+               else cfg.max_prompt_len)
+    context = overrides.get("max_context") or (longest + cfg.max_new_tokens
                                                + reserve_margin(spec, cfg.page_size, cfg.overlap))
+    num_pages = None
+    if cfg.prefix_cache and cfg.pool_slack >= 0:  # a tight pool: evictions, retractions
+        worst = -(-context // cfg.page_size)
+        num_pages = 1 + worst + worst * cfg.pool_slack // 100
     return Engine(model=cfg.model, spec=spec, draft=cfg.draft, page_size=cfg.page_size,
                   device=device, dtype=cfg.dtype, seed=cfg.seed % 1000,
                   max_batch=max(cfg.batch_size, max(cfg.graph_bs)), max_context=context,
                   cuda_graph=cfg.cuda_graph, cuda_graph_bs=list(cfg.graph_bs),
                   batch_invariant=overrides.get("batch_invariant", False),
                   draft_max_position=cfg.draft_max_position or None, tp_size=cfg.tp_size,
-                  overlap=cfg.overlap)
+                  overlap=cfg.overlap, prefix_cache=cfg.prefix_cache if cache is None else cache,
+                  num_pages=num_pages)
 
 
-def prompts_for(cfg: RunConfig, vocab: int) -> list[list[int]]:
+def prompts_for(cfg: RunConfig, vocab: int, device: str | None = None) -> list[list[int]]:
+    if cfg.prefix_cache:  # prompts sharing prefixes (harness/prefix_workloads.py)
+        return shared_prompts(cfg, vocab, device or default_device())
     return make_prompts(cfg.seed, cfg.batch_size, vocab, cfg.max_prompt_len, cfg.min_prompt_len)
 
 
@@ -43,10 +55,14 @@ def sampling_for(cfg: RunConfig, stops: list[tuple] | None = None) -> list[Sampl
             for i, stop in zip(range(cfg.batch_size), stops)]
 
 
-def run(cfg: RunConfig, eng: Engine, stops: list[tuple] | None = None) -> list:
-    """The drawn batch through the engine (ragged lengths, stops): RequestOutputs."""
-    prompts = prompts_for(cfg, eng.cfg.vocab_size)
+def run(cfg: RunConfig, eng: Engine, stops: list[tuple] | None = None, on_step=None) -> list:
+    """The drawn batch through the engine (ragged lengths, stops): RequestOutputs. With the
+    prefix cache, in waves (a prefix is reused once its first request has finished)."""
+    prompts = prompts_for(cfg, eng.cfg.vocab_size, str(eng.device))
     counts = new_token_counts(cfg.seed, cfg.batch_size, cfg.max_new_tokens, cfg.ragged)
+    if cfg.prefix_cache or on_step is not None:
+        return serve_waves(eng, prompts, counts, sampling_for(cfg, stops),
+                           waves_of(cfg) if cfg.prefix_cache else [0] * len(prompts), on_step)
     return serve(eng, prompts, counts, sampling_for(cfg, stops))
 
 
@@ -94,7 +110,7 @@ def prop_eager_vs_graph(cfg: RunConfig, device: str | None = None) -> None:
 
 def greedy_reference_outputs(cfg: RunConfig, device: str, eng: Engine):
     """Plain greedy decoding of the drawn prompts (cached), cut to each request's length."""
-    prompts = prompts_for(cfg, eng.cfg.vocab_size)
+    prompts = prompts_for(cfg, eng.cfg.vocab_size, device)
     ref, margins = greedy_baseline(cfg.model, prompts, cfg.max_new_tokens, device, cfg.dtype,
                                    cfg.seed % 1000)
     counts = new_token_counts(cfg.seed, cfg.batch_size, cfg.max_new_tokens, cfg.ragged)

@@ -36,6 +36,8 @@ class RunConfig:
     draft_max_position: int = 0     # > 0: the drafter's own configured max_position
     tp_size: int = 1                # ranks the target and drafter are sharded over
     overlap: bool = False           # overlap scheduling (conventions section 10)
+    prefix_cache: bool = False      # radix prefix cache on, shared-prefix prompts in waves
+    pool_slack: int = -1            # prefix_cache, >= 0: pool = one worst case + this percent
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "graph_bs", tuple(self.graph_bs))  # JSON gives a list
@@ -47,7 +49,7 @@ class RunConfig:
     def axes(self) -> tuple:
         """The coarse configuration this run covers (for coverage counts)."""
         return (self.topk, self.num_steps, self.page_size, self.draft, self.cuda_graph,
-                self.temperature > 0, self.draft_sampling, self.overlap)
+                self.temperature > 0, self.draft_sampling, self.overlap, self.prefix_cache)
 
 
 def spec_shapes():
@@ -73,11 +75,12 @@ TOP_PS = (1.0, 0.3, 0.95)
 def run_configs(drafts=DRAFTS, page_sizes=(1, 2, 4, 16, 64), max_batch: int = 10,
                 dtypes=("float32",), graphs=(False, True), graph_bs=GRAPH_BUCKETS,
                 max_prompt_len: int = 40, max_new_tokens: int = 24, sampled: bool = False,
-                stops: bool = False):
+                stops: bool = False, prefix=(False,)):
     """Batch sizes reach past the largest captured size, so padding and eager fallback both
     occur in ordinary runs; ragged lengths and stop tokens make batches shrink inside a
     captured bucket. `sampled`: requests may sample (drawn temperature, top-k, top-p, with
-    greedy or probabilistic drafting); `stops`: a stop token may be drawn."""
+    greedy or probabilistic drafting); `stops`: a stop token may be drawn. `prefix`: the
+    prefix-cache axis (shared-prefix prompts in waves, a pool from tight to ample)."""
     sampling = (st.tuples(st.sampled_from((0.0,) + TEMPERATURES), st.sampled_from(TOP_KS),
                           st.sampled_from(TOP_PS), st.sampled_from(("greedy", "probabilistic")))
                 if sampled else st.just((0.0, 0, 1.0, "greedy")))
@@ -102,6 +105,8 @@ def run_configs(drafts=DRAFTS, page_sizes=(1, 2, 4, 16, 64), max_batch: int = 10
         ragged=st.booleans(),
         stop_at=st.integers(-1, max_new_tokens - 1) if stops else st.just(-1),
         overlap=st.booleans(),
+        prefix_cache=st.sampled_from(prefix),
+        pool_slack=st.sampled_from((-1, 0, 30, 100)) if True in prefix else st.just(-1),
     )
 
 

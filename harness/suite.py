@@ -18,6 +18,7 @@ from harness.distribution_matrix import DistConfig, distribution_configs, prop_s
 from harness.finish import prop_finish
 from harness.long_context import prop_long_context
 from harness.overlap_law import prop_overlap_equals_sync
+from harness.prefix_law import prop_prefix_transparent
 from harness.properties import PROPERTIES
 from harness.random_streams import StreamConfig, prop_random_streams, stream_configs
 from harness.sampling_bounds import EXAMPLES as BOUND_EXAMPLES
@@ -89,10 +90,11 @@ class Law:
 
 LAWS: dict[str, Law] = {
     "structure": Law(PROPERTIES["structure"], _runs()),
-    "kv_content": Law(PROPERTIES["kv_content"], _runs(sampled=True)),
+    "kv_content": Law(PROPERTIES["kv_content"], _runs(sampled=True, prefix=(False, True))),
     "eager_vs_graph": Law(PROPERTIES["eager_vs_graph"], _runs(sampled=True)),
-    "lossless_greedy": Law(PROPERTIES["lossless_greedy"], _runs()),
-    "self_draft": Law(PROPERTIES["self_draft"], _runs()),
+    "lossless_greedy": Law(PROPERTIES["lossless_greedy"], _runs(prefix=(False, True))),
+    "self_draft": Law(PROPERTIES["self_draft"], _runs(prefix=(False, True))),
+    "prefix_transparent": Law(prop_prefix_transparent, _runs(prefix=(True,))),
     "finish": Law(prop_finish, _runs(sampled=True, stops=True)),
     "overlap_equals_sync": Law(prop_overlap_equals_sync, _runs(sampled=True, stops=True)),
     "long_context": Law(prop_long_context, _long),
@@ -158,6 +160,8 @@ def suite() -> list[Entry]:
     out += [Entry("lossless_greedy", (("draft", d), ("page_size", p)), 2)
             for d in ("eagle", "self", "perturbed") for p in (1, 4, 64)]
     out += [Entry("self_draft", (("page_size", p), ("draft", "self"))) for p in (1, 4, 64)]
+    out += [Entry("prefix_transparent", (("draft", d),), 2)  # graphs on and off drawn
+            for d in ("eagle", "self", "perturbed")]
     out += [Entry("finish", (("cuda_graph", g),), 2) for g in (False, True)]
     out += [Entry("overlap_equals_sync", (("cuda_graph", g),), 2) for g in (False, True)]
     out += [Entry("long_context", (("cuda_graph", g),), 2) for g in (False, True)]

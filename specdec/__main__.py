@@ -45,7 +45,7 @@ def _generate(args) -> int:
     eng = Engine(model=args.model, spec=spec, draft=args.draft, page_size=args.page_size,
                  device=args.device, dtype=args.dtype, seed=args.seed, max_context=args.max_context,
                  draft_max_position=args.draft_max_position, cuda_graph=args.cuda_graph,
-                 overlap=args.overlap, tp_size=args.tp)
+                 overlap=args.overlap, tp_size=args.tp, prefix_cache=args.prefix_cache)
     t0 = time.perf_counter()
     outs = eng.generate(prompts, max_new_tokens=args.max_new_tokens,
                         temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
@@ -68,7 +68,8 @@ def _generate(args) -> int:
 BENCH_DEFAULTS = {"decode": ("llama-1b,llama-8b", "1,8,32", 1000, 20),
                   "spec": ("llama-1b,llama-8b", "1,8", 1000, 10),
                   "graphs": ("tiny,llama-1b", "1,8", 128, 3),
-                  "profile": ("tiny,llama-1b,llama-8b", "1", 1000, 10)}
+                  "profile": ("tiny,llama-1b,llama-8b", "1", 1000, 10),
+                  "prefix": ("llama-8b", "32", 1024, 1)}
 
 
 def _bench(args, argv) -> int:
@@ -91,6 +92,9 @@ def _bench(args, argv) -> int:
         from specdec.bench import tp
         rows, extra = tp.run(args.device, args.dtype, models, bss, context, iters, args.warmup,
                              args.tp)
+    elif args.what == "prefix":
+        from specdec.bench import prefix
+        rows = prefix.run(args.device, args.dtype, models, bss, context, iters)
     elif args.what == "decode":
         from specdec.bench import decode
         rows, extra = decode.run(args.device, args.dtype, models, bss, context, iters,
@@ -152,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--cuda-graph", action="store_true", help="capture the phases (CPU: stand-in)")
     g.add_argument("--overlap", action="store_true",
                    help="overlap scheduling: queue round i+1 before reading round i")
+    g.add_argument("--prefix-cache", action="store_true",
+                   help="radix prefix cache (prompts sharing a prefix reuse its KV)")
     g.add_argument("--device", default="cpu")
     g.add_argument("--dtype", default="float32")
     g.add_argument("--seed", type=int, default=0)
@@ -164,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="text when a tokenizer is available, else space-separated token ids; "
                         "repeat for a batch")
     b = sub.add_parser("bench", help="benchmarks; results go to bench/results/")
-    b.add_argument("what", type=_bench_arg, choices=["decode", "spec", "graphs", "profile", "plot"],
+    b.add_argument("what", type=_bench_arg, choices=["decode", "spec", "graphs", "profile", "prefix", "plot"],
                    help="plot: redraw the PNG of each result JSON in PATHS (docs/bench.md)")
     b.add_argument("paths", nargs="*", help="result JSONs, for `plot`")
     b.add_argument("--device", default="cuda" if __import__("torch").cuda.is_available() else "cpu")

@@ -21,6 +21,7 @@ from specdec.model.layers import RotaryEmbedding
 from specdec.model.llama import LlamaModel, fuse_weights, init_weights
 from specdec.model.perturbed import parse_perturbed, perturbed_copy
 from specdec.graphs.runner import DEFAULT_BUCKETS
+from specdec.prefix_cache import PrefixCache
 from specdec.request import Req
 from specdec.sampling_params import SamplingParams
 from specdec.rounds import RoundRunner
@@ -39,6 +40,9 @@ class Stats:
     req_rounds: int = 0      # request-rounds: a request taking part in a round
     drafted: int = 0         # draft tokens proposed (ndt - 1 per request-round)
     accepted: int = 0        # draft tokens accepted
+    prefill_tokens: int = 0  # tokens run through the target prefill
+    prefix_hit_tokens: int = 0  # prefill positions reused from the prefix cache
+
     def __str__(self) -> str:
         return (f"rounds={self.rounds} drafted={self.drafted} accepted={self.accepted} "
                 f"mean_acceptance_length={self.mean_acceptance_length:.3f}")
@@ -56,7 +60,8 @@ class Engine:
                  max_context: int = 512, num_pages: int | None = None,
                  attention: str | None = None, cuda_graph_bs: list[int] | None = None,
                  batch_invariant: bool = False, draft_max_position: int | None = None,
-                 overlap: bool = False, tp_size: int = 1, tp_check: bool = True,
+                 overlap: bool = False, prefix_cache: bool = False,
+                 prefix_on_retract: bool = True, tp_size: int = 1, tp_check: bool = True,
                  _tp_group=None) -> None:
         """draft: 'eagle' (a seeded EAGLE head), 'self' (the target drafts for itself),
         'perturbed[:scale]' (the target with seeded noise: tunable acceptance), a model shape
@@ -69,7 +74,10 @@ class Engine:
         compared with rank 0's at each call (specdec/tp/replicate.py). close() (or `with`)
         frees the workers for the next tensor-parallel Engine of this process.
         overlap: queue round i+1 before reading round i's results (conventions section 10;
-        specdec/overlap.py): the same tokens, the host's work hidden behind the GPU's."""
+        specdec/overlap.py): the same tokens, the host's work hidden behind the GPU's.
+        prefix_cache: a radix prefix cache (specdec/prefix_cache) shared by target and draft
+        KV; finished requests give it their committed pages, and so do retracted ones when
+        prefix_on_retract (a resumed request then hits its own prefix)."""
         init_args = {k: v for k, v in locals().items() if k not in ("self", "_tp_group")}
         check_tp_args(tp_size, device)
         if not isinstance(overlap, bool):
@@ -104,7 +112,8 @@ class Engine:
         self.device, self.dtype = torch.device(device), DTYPES[dtype]
         try:
             self._init_rest(model, spec, draft, cuda_graph, num_pages, attention, cuda_graph_bs,
-                            batch_invariant, draft_max_position, max_batch, max_context)
+                            batch_invariant, draft_max_position, max_batch, max_context,
+                            prefix_cache, prefix_on_retract)
         except BaseException:
             if self.tp_group is not None and self.tp_group.rank == 0:
                 self.tp_group.alive = False  # the workers failed alike and have ended
@@ -118,7 +127,8 @@ class Engine:
         return torch.device(device).type == "cuda"
 
     def _init_rest(self, model, spec, draft, cuda_graph, num_pages, attention, cuda_graph_bs,
-                   batch_invariant, draft_max_position, max_batch, max_context) -> None:
+                   batch_invariant, draft_max_position, max_batch, max_context, prefix_cache,
+                   prefix_on_retract) -> None:
         page_size, seed = self.page_size, self.seed
         self.max_batch = max_batch
         self.max_context = math.ceil(max_context / page_size) * page_size
@@ -153,6 +163,10 @@ class Engine:
         num_pages = num_pages or max_batch * pages_per_req + 1
         self.memory = MemoryManager(max_batch, self.max_context, num_pages, page_size,
                                     self.kernels, self.device)
+        self.prefix_on_retract = bool(prefix_on_retract)
+        if prefix_cache:
+            shifted = self.drafter is not None and self.drafter.shifted
+            self.memory.prefix = PrefixCache(self.memory.allocator, page_size, shifted)
         slots = num_pages * page_size
         self.target_backend = self._backend(impl, self.cfg, slots)
         if spec is not None:
@@ -346,7 +360,7 @@ class Engine:
         """Refuse up front a batch whose worst case cannot fit in the KV pool, rather than run
         out of pages half way."""
         worst = sum(self._worst_pages(p, max_new_tokens) for p in prompts)
-        free = self.memory.allocator.num_free
+        free = self.memory.available  # free pages and unreferenced prefix-cache pages
         if worst > free:
             raise OutOfSlots(f"need {worst} pages in the worst case for {len(prompts)} prompts, "
                              f"{free} free: use fewer or shorter prompts, or more num_pages")
@@ -355,9 +369,23 @@ class Engine:
         margin = reserve_margin(self.spec, self.page_size, self.overlap)
         return -(-(len(prompt) + max_new_tokens + margin) // self.page_size)
 
+    @property
+    def prefix_cache(self):
+        """The PrefixCache, or None when the engine runs without one."""
+        return self.memory.prefix
+
+    @replicated
+    def flush_prefix_cache(self) -> int:
+        """Drop every prefix-cache node that no running request uses and free its pages;
+        nodes running requests use stay (flushing never takes pages from a request). Safe
+        while requests run. Returns the number of pages freed (0 without a prefix cache)."""
+        return self.memory.prefix.flush() if self.memory.prefix is not None else 0
+
     def check_accounting(self, live: list[Req] | None = None) -> None:
-        """No leaked page, no page with two owners, page 0 never owned. `live`: the requests
-        that own pages (default: the running ones; waiting requests own none)."""
+        """No leaked page, no page with two owners, page 0 never owned; every prefix-tree
+        page is held by the tree with a reference count equal to the number of `live`
+        requests using it. `live`: the requests that own pages (default: the running ones;
+        waiting requests own none)."""
         self.memory.check(self.live_requests() if live is None else list(live))
 
     # -- tensor parallelism -----------------------------------------------------------------

@@ -57,44 +57,69 @@ class RoundRunner:
     # -- prefill ------------------------------------------------------------------------
     def prefill(self, reqs: list[Req]) -> None:
         """Target over each prompt; its last row gives the first bonus token. Then the draft
-        extend over the same positions (EAGLE: tokens rotated left by one)."""
+        extend over the same positions (EAGLE: tokens rotated left by one). A prefix-cache
+        hit starts both at r.cached_len: positions before it are read from shared pages."""
         e = self.e
         lens = [len(r.prefill_tokens) for r in reqs]  # a resumed request: prompt + committed
+        starts = [r.cached_len for r in reqs]
+        ext = [n - s for n, s in zip(lens, starts)]
         # +1: the pending bonus token's position (a standalone draft writes KV there).
         e.memory.reserve(reqs, [n + 1 for n in lens])
-        rows, lens_t, zeros, ids, pos = to_device(
-            self.dev, [r.row for r in reqs], lens, [0] * len(reqs),
-            [t for r in reqs for t in r.prefill_tokens], [p for n in lens for p in range(n)])
-        loc = self._cache_locs(rows, zeros, lens_t, sum(lens))
-        fb = ForwardBatch(ForwardMode.EXTEND, ids, pos, loc, rows, zeros, zeros, extend_lens=lens_t)
-        last = torch.cumsum(lens_t, 0) - 1
+        rows, ends_t, starts_t, ext_t, ids, pos = to_device(
+            self.dev, [r.row for r in reqs], lens, starts, ext,
+            [t for r, s in zip(reqs, starts) for t in r.prefill_tokens[s:]],
+            [p for s, n in zip(starts, lens) for p in range(s, n)])
+        loc = self._cache_locs(rows, starts_t, ends_t, sum(ext))
+        fb = ForwardBatch(ForwardMode.EXTEND, ids, pos, loc, rows, starts_t, starts_t,
+                          extend_lens=ext_t)
+        last = torch.cumsum(ext_t, 0) - 1
         logits, hidden = run_forward(e.target, e.target_backend, fb, last, e.recorder)
+        e.stats.prefill_tokens += sum(ext)
+        e.stats.prefix_hit_tokens += sum(starts)
         # Coins keyed by the position of the token chosen (here: the prefill length).
         bonus = choose_tokens(e.kernels, logits,
                               batch_sampling(reqs, e.seed, lens, 0, self.dev)).tolist()
         for r, n, b in zip(reqs, lens, bonus):
             r.seq_len, r.output = n, r.output or [b]  # a resumed request keeps its pending bonus
         if e.spec is not None:
-            self._draft_extend_prefill(reqs, fb, hidden)
+            self._draft_extend_prefill(reqs, fb, hidden, starts)
 
-    def _draft_extend_prefill(self, reqs: list[Req], target_fb: ForwardBatch, hidden) -> None:
-        if self.draft.shifted:
+    def _draft_extend_prefill(self, reqs: list[Req], target_fb: ForwardBatch, hidden,
+                              starts: list[int]) -> None:
+        """Draft rows from each request's reuse length on: EAGLE rows s..n-1 (row p consumes
+        h_p and token p+1), a standalone draft s..n (the bonus included)."""
+        shifted = self.draft.shifted
+        last_row = [len(r.prefill_tokens) - (1 if shifted else 0) for r in reqs]
+        dstarts = list(starts)
+        if faults.on("prefix_hit_draft_kv_uninitialized"):  # draft trusts the raw tree match
+            dstarts = [min(max(s, r.matched_len), m) for r, s, m in zip(reqs, starts, last_row)]
+        if shifted and dstarts == starts:
             # Row p consumes (h_p, t_{p+1}): the prompt rotated left, the bonus last.
-            (ids,) = to_device(self.dev, [t for r in reqs for t in r.prefill_tokens[1:] + r.output[-1:]])
+            (ids,) = to_device(self.dev, [t for r, s in zip(reqs, starts)
+                                          for t in r.prefill_tokens[s + 1:] + r.output[-1:]])
             fb = ForwardBatch(ForwardMode.DRAFT_EXTEND, ids, target_fb.positions,
                               target_fb.out_cache_loc, target_fb.req_pool_indices,
                               target_fb.seq_lens, target_fb.kv_prefix_lens,
                               extend_lens=target_fb.extend_lens, hidden_states=hidden)
         else:
-            # A standalone draft covers the prompt and the bonus at their own positions.
-            lens = [len(r.prefill_tokens) + 1 for r in reqs]
+            # Rows ds..last at their own positions (a standalone draft: tokens at p; EAGLE:
+            # token p+1 with the target hidden of row p, picked out of the target's rows).
+            full = [r.prefill_tokens + r.output[-1:] for r in reqs]
+            lens = [m + 1 - d for m, d in zip(last_row, dstarts)]
             rows = target_fb.req_pool_indices
-            lens_t, zeros, ids, pos = to_device(
-                self.dev, lens, [0] * len(reqs), [t for r in reqs for t in r.prefill_tokens + r.output[-1:]],
-                [p for n in lens for p in range(n)])
-            loc = self._cache_locs(rows, zeros, lens_t, sum(lens))
+            lens_t, ds_t, ends_t, ids, pos = to_device(
+                self.dev, lens, dstarts, [m + 1 for m in last_row],
+                [t for f, d, m in zip(full, dstarts, last_row)
+                 for t in f[d + int(shifted):m + 1 + int(shifted)]],
+                [p for d, m in zip(dstarts, last_row) for p in range(d, m + 1)])
+            loc = self._cache_locs(rows, ds_t, ends_t, sum(lens))
+            picked = None
+            if shifted:  # the target's packed rows of positions ds..n-1
+                (pick,) = to_device(self.dev, _target_rows(starts, dstarts, last_row))
+                picked = hidden[pick]
             fb = ForwardBatch(ForwardMode.DRAFT_EXTEND, ids, pos, loc, rows,
-                              target_fb.seq_lens, zeros, extend_lens=lens_t)
+                              target_fb.seq_lens, ds_t, extend_lens=lens_t,
+                              hidden_states=picked)
         self.draft.extend_prefill(fb, torch.cumsum(fb.extend_lens, 0) - 1)
 
     def step_ends(self, seq_lens: list[int]) -> list[int]:
@@ -275,3 +300,13 @@ class RoundRunner:
         for r, a, n, toks in zip(flight.reqs, accept_lens, taken, accepted):
             r.unresolved -= 1
             apply(r, a, toks[:n])
+
+
+def _target_rows(starts: list[int], dstarts: list[int], last_row: list[int]) -> list[int]:
+    """Indices into the target prefill's packed rows (positions s..n-1, n - 1 = last_row for
+    EAGLE) of positions dstart..n-1 per request."""
+    out, base = [], 0
+    for s, d, m in zip(starts, dstarts, last_row):
+        out += range(base + d - s, base + m + 1 - s)
+        base += m + 1 - s
+    return out

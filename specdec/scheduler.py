@@ -47,6 +47,7 @@ class Scheduler:
         self.retractions = 0
         self.inflight = None      # overlap: the launched round not yet resolved (InFlight)
         self.deferred: list[Req] = []   # finished or aborted, pages held for the round in flight
+        self._insert: set[int] = set()  # deferred rids whose committed pages go to the prefix tree
 
     # -- entry points -----------------------------------------------------------------------
     def add(self, req: Req) -> None:
@@ -66,7 +67,7 @@ class Scheduler:
             raise ValueError(f"abort({rid!r}): no live request with that id ({state})")
         if req in self.running:
             self.running.remove(req)
-            self._release(req)
+            self._release(req)   # nothing enters the prefix tree
         else:
             self.waiting.remove(req)
         out = self.finished[rid] = _output(req, "abort")
@@ -111,14 +112,18 @@ class Scheduler:
         self.e.rounds.resolve(flight, apply)
         for r in [r for r in self.deferred if not r.unresolved]:
             self.deferred.remove(r)
-            self.e.memory.release(r)
+            self.e.memory.release(r, insert=r.rid in self._insert)
+            self._insert.discard(r.rid)
 
-    def _release(self, req: Req) -> None:
-        """Pages and row back now, or once the round in flight that runs `req` resolves."""
+    def _release(self, req: Req, insert: bool = False) -> None:
+        """Pages and row back now, or once the round in flight that runs `req` resolves
+        (only then may its committed pages enter the prefix tree: no round writes them)."""
         if req.unresolved:
             self.deferred.append(req)
+            if insert:
+                self._insert.add(req.rid)
         else:
-            self.e.memory.release(req)
+            self.e.memory.release(req, insert)
 
     # -- admission and retraction -----------------------------------------------------------
     def _round_pages(self, reqs: list[Req]) -> int:
@@ -128,18 +133,25 @@ class Scheduler:
 
     def _admit(self) -> list[RequestOutput]:
         mem = self.e.memory
-        free, need = mem.allocator.num_free, self._round_pages(self.running)
+        need = self._round_pages(self.running)
         new: list[Req] = []
         # First come, first served: stop at the first request that does not fit (no skipping,
         # so a long request is not starved by short ones behind it). Admit only what the next
-        # round can also run, or the newcomer would be retracted right away.
+        # round can also run, or the newcomer would be retracted right away. Free pages
+        # include what the prefix tree can give back (mem.available).
         while self.waiting and len(self.holding()) + len(new) < self.e.max_batch:
-            end = self.e.rounds.step_ends([len(self.waiting[0].prefill_tokens)])[0]
-            pages = mem.pages_needed(self.waiting[0], end)  # a waiting request owns no page
-            if need + pages > free:
+            head = self.waiting[0]
+            if mem.prefix is not None:
+                mem.prefix.lock(head)  # its shared prefix pages: locked, no longer evictable
+            end = self.e.rounds.step_ends([len(head.prefill_tokens)])[0]
+            pages = mem.pages_needed(head, end)  # beyond the shared pages, if any
+            if need + pages > mem.available:
+                if mem.prefix is not None:
+                    mem.prefix.unlock(head)  # a waiting request holds nothing
                 break
             need += pages
             new.append(self.waiting.popleft())
+        free = mem.available
         if not new:
             if self.waiting and not self.running and not self.deferred:  # add_request refuses
                 # what cannot fit alone; deferred pages come back when the round in flight resolves
@@ -154,11 +166,11 @@ class Scheduler:
 
     def _retract_until_fits(self) -> list[RequestOutput]:
         done = []
-        free = self.e.memory.allocator.num_free
+        free = self.e.memory.available
         while self.running and self._round_pages(self.running) > free:
             if self.inflight is not None:  # resolve first: exact lengths, deferred pages back
                 done += self.drain()
-                free = self.e.memory.allocator.num_free
+                free = self.e.memory.available
                 continue
             if len(self.running) == 1:  # add_request refuses what cannot fit alone
                 raise OutOfSlots(f"request {self.running[0].rid} cannot run its next round "
@@ -166,10 +178,12 @@ class Scheduler:
                                  f"{free} free")
             victim = max(self.running, key=lambda r: r.rid)  # the newest arrival
             self.running.remove(victim)
-            self.e.memory.release(victim)   # output (committed tokens + pending bonus) is kept
+            # Output (committed tokens + pending bonus) is kept; its committed pages may go to
+            # the prefix tree so that it hits its own prefix when it resumes.
+            self.e.memory.release(victim, insert=self.e.prefix_on_retract)
             self.waiting.appendleft(victim)  # retracted newest first: the oldest ends up first
             self.retractions += 1
-            free = self.e.memory.allocator.num_free
+            free = self.e.memory.available
         return done
 
     def _finish_done(self) -> list[RequestOutput]:
@@ -178,7 +192,7 @@ class Scheduler:
             if self.e.recorder is not None:
                 self.e.recorder.on_finish(self.e, [r])  # snapshot KV before the pages go
             self.running.remove(r)
-            self._release(r)
+            self._release(r, insert=True)  # committed pages enter the prefix tree
             del self.live[r.rid]
             out.append(_output(r, r.finish()[0]))
             self.finished[r.rid] = out[-1]

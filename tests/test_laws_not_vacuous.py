@@ -192,3 +192,32 @@ def test_overlap_law_rejects_a_wrong_coin_candidate(monkeypatch):
         return real(*args)
     monkeypatch.setattr(rounds, "batch_sampling", off_by_one)
     _fails("overlap_equals_sync", prop_overlap_equals_sync, cfg, DEVICE)
+
+
+# -- prefix_transparent ---------------------------------------------------------------------
+PREFIX = RunConfig(1, 3, 4, 1, "self", 6, 12, 8, 3, prefix_cache=True)
+
+
+def test_prefix_law_rejects_uncounted_references(monkeypatch):
+    """A tree whose locks count nothing: pages in use look unreferenced (and evictable)."""
+    from harness.prefix_law import prop_prefix_transparent
+    from specdec.prefix_cache.tree import RadixTree
+    prop_prefix_transparent(PREFIX, DEVICE)
+    monkeypatch.setattr(RadixTree, "lock", lambda self, node: None)
+    monkeypatch.setattr(RadixTree, "unlock", lambda self, node: None)
+    _fails("prefix_transparent", prop_prefix_transparent, PREFIX, DEVICE)
+
+
+def test_prefix_law_rejects_shared_pages_out_of_order(monkeypatch):
+    """Shared pages mapped into a request's row in the wrong order: the reused KV is wrong."""
+    from harness.prefix_law import prop_prefix_transparent
+    from specdec.memory.manager import MemoryManager
+    admit = MemoryManager.admit
+
+    def reversed_pages(self, req):
+        req.pages[:req.cached_len // self.page_size] = req.pages[:req.cached_len // self.page_size][::-1]
+        admit(self, req)
+    monkeypatch.setattr(MemoryManager, "admit", reversed_pages)
+    with pytest.raises(OracleFailure) as info:
+        prop_prefix_transparent(PREFIX, DEVICE)
+    assert info.value.oracle in ("prefix_transparent", "kv_content"), info.value

@@ -69,6 +69,19 @@ def graphs(doc, plt):
     return fig
 
 
+def prefix(doc, plt):
+    rows = doc["results"]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(9, 4))
+    names = ["no cache" if not r["prefix_cache"] else "prefix cache" for r in rows]
+    a.bar(names, [r["prefill_tokens"] for r in rows])
+    a.set_ylabel("tokens through the target prefill")
+    b.bar(names, [r["ttft_ms_mean"] for r in rows])
+    b.set_ylabel("mean time to first token (ms)")
+    r = rows[0]
+    _title(b, doc, f"{r['model']}: {r['requests']} requests, {r['prefix_tokens']}-token prefix")
+    return fig
+
+
 def harness(doc, plt):
     rows = doc["results"]
     zoo = ((doc.get("zoo") or {}).get("faults") or {}).get("rows") or []
@@ -105,7 +118,8 @@ def profile(doc, plt):
     return fig
 
 
-PLOTS = {"decode": decode, "spec": spec, "graphs": graphs, "harness": harness, "profile": profile}
+PLOTS = {"decode": decode, "spec": spec, "graphs": graphs, "harness": harness, "profile": profile,
+         "prefix": prefix}
 
 
 def plot(doc: dict, png: str) -> None:

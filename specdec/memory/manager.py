@@ -17,16 +17,41 @@ class MemoryManager:
         self.allocator = PageAllocator(num_pages, page_size)
         self.k = kernels
         self.device = device
+        self.prefix = None  # a PrefixCache when the engine runs with prefix_cache=True
+
+    @property
+    def available(self) -> int:
+        """Pages a reservation can get: free ones plus what the prefix tree can give back."""
+        return self.allocator.num_free + (self.prefix.evictable if self.prefix else 0)
+
+    def make_room(self, n: int) -> None:
+        """Evict unreferenced prefix pages until `n` pages are free (or none is left)."""
+        short = n - self.allocator.num_free
+        if short > 0 and self.prefix is not None:
+            self.prefix.evict(short)
 
     @property
     def req_to_token(self) -> torch.Tensor:
         return self.req_pool.req_to_token
 
     def admit(self, req: Req) -> None:
+        """A request row; the shared prefix pages (prefix cache) already at the front of
+        req.pages are written into it."""
         req.row = self.req_pool.alloc()
+        if req.pages:
+            ps = self.page_size
+            rows, starts, stops, slots = to_device(
+                self.device, [req.row], [0], [len(req.pages) * ps],
+                [p * ps + o for p in req.pages for o in range(ps)])
+            self.k.assign_req_to_token_pool(rows, self.req_to_token, starts, stops, slots)
 
-    def release(self, req: Req) -> None:
-        self.allocator.free(req.pages, req.rid)
+    def release(self, req: Req, insert: bool = False) -> None:
+        """Free a request's pages and row. Prefix cache: `insert` gives its committed whole
+        pages to the tree first; shared pages are unreferenced, not freed."""
+        if self.prefix is not None:
+            self.prefix.release(req, insert)
+        else:
+            self.allocator.free(req.pages, req.rid)
         req.pages = []
         if req.row > 0:
             self.req_pool.free(req.row)
@@ -42,6 +67,7 @@ class MemoryManager:
         """
         ps = self.page_size
         need = [self.pages_needed(r, e) for r, e in zip(reqs, ends)]
+        self.make_room(sum(need))
         if sum(need) > self.allocator.num_free:
             from specdec.memory.allocator import OutOfSlots
             raise OutOfSlots(f"need {sum(need)} pages, {self.allocator.num_free} free")
@@ -67,4 +93,5 @@ class MemoryManager:
             del req.pages[n_keep:]
 
     def check(self, live: list[Req]) -> None:
-        self.allocator.check({r.rid: r.pages for r in live})
+        self.allocator.check({r.rid: r.pages for r in live},
+                             self.prefix.page_refs() if self.prefix is not None else None)

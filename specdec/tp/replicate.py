@@ -32,6 +32,9 @@ def state_digest(engine, result=None) -> dict:
             "finished": sorted((rid, tuple(o.tokens), o.finish_reason)
                                for rid, o in s.finished.items()),
             "owner": list(alloc.owner), "free": sorted(alloc._free),
+            "deferred": [r.rid for r in s.deferred],
+            "prefix_refs": (sorted(engine.memory.prefix.page_refs().items())
+                            if engine.memory.prefix is not None else None),
             "retractions": s.retractions, "stats": str(engine.stats), "result": repr(result)}
 
 

@@ -1,0 +1,58 @@
+"""The prefix-cache law: the cache is transparent (conventions section 11)."""
+from __future__ import annotations
+
+import dataclasses
+
+from harness.kv_content import check_live_kv
+from harness.oracles import OracleFailure
+from harness.properties import build_engine, greedy_reference_outputs, run
+from harness.runs import default_device
+from harness.strategies import RunConfig
+from harness.ties import compare_greedy
+
+FLUSH_EVERY = 5  # steps: a flush while requests run, now and then
+
+
+def _accounting(eng, live=None) -> None:
+    try:
+        eng.check_accounting(live)
+    except AssertionError as err:
+        raise OracleFailure("prefix_transparent", f"accounting: {err}") from None
+
+
+def prop_prefix_transparent(cfg: RunConfig, device: str | None = None) -> None:
+    """The prefix cache is transparent. The shared-prefix workload of `cfg` (prompts that
+    repeat, extend, continue or diverge from earlier ones at page boundaries, in waves, in a
+    pool from tight to ample) gives the same greedy outputs with the cache as without it
+    (ties as oracle 6). With the cache, after every step: the allocator accounting holds
+    (every page free, owned by one running request, or held by the tree with a reference
+    count equal to the number of running requests using it) and the committed target and
+    draft KV of every running request equals a dense reference prefill (oracle 3, over
+    reused slots). A flush while requests run frees only unreferenced pages; after the last
+    request and a final flush every page is free."""
+    device = device or default_device()
+    cfg = dataclasses.replace(cfg, prefix_cache=True)
+    plain = build_engine(cfg, device, cache=False)
+    want = [o.tokens for o in run(cfg, plain)]
+    eng = build_engine(cfg, device, cache=True)
+    steps = [0]
+
+    def on_step(e) -> None:
+        steps[0] += 1
+        _accounting(e)
+        check_live_kv(e, e.scheduler.running)
+        if steps[0] % FLUSH_EVERY == 0:
+            e.flush_prefix_cache()
+            _accounting(e)
+    got = [o.tokens for o in run(cfg, eng, on_step=on_step)]
+    _, margins = greedy_reference_outputs(cfg, device, plain)
+    for i, (g, w) in enumerate(zip(got, want)):
+        ok, what = compare_greedy(g, w, margins[i], eng.dtype)
+        if not ok:
+            raise OracleFailure("prefix_transparent", f"request {i} with the cache: {what}")
+    eng.flush_prefix_cache()
+    _accounting(eng, [])
+    alloc = eng.memory.allocator
+    if alloc.num_free != alloc.num_pages - 1:
+        raise OracleFailure("prefix_transparent", f"after a final flush {alloc.num_free} of "
+                            f"{alloc.num_pages - 1} pages are free")
