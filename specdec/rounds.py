@@ -142,6 +142,16 @@ class RoundRunner:
         in plain decoding, every draft accepted in a speculative round."""
         return r.seq_len + r.unresolved * self.advance()
 
+    def reserve_ends(self, reqs: list[Req]) -> list[int]:
+        """Positions [0, end) each request must own for its next round, whatever the round in
+        flight accepts: the most over every length it may commit (step_ends is not monotone:
+        the draft's branch pages depend on where the prefix falls in its page)."""
+        ends = []
+        for r in reqs:
+            lo = r.seq_len + 1 if r.unresolved else r.seq_len
+            ends.append(max(self.step_ends(list(range(lo, self.seq_upper(r) + 1)))))
+        return ends
+
     def _host_inputs(self, reqs: list[Req]):
         """Rows, and per request the host's committed length and pending token, or
         PLACEHOLDER where a round in flight will change them (the device fills those in)."""
@@ -233,7 +243,7 @@ class RoundRunner:
         if pt is not None:
             pt.begin_round()
         upper = [self.seq_upper(r) for r in reqs]
-        e.memory.reserve(reqs, self.step_ends(upper))
+        e.memory.reserve(reqs, self.reserve_ends(reqs))
         # Sampled requests' coins are keyed by the position of the first token the round
         # decides: seq_len + 1, one candidate per possible accept length where it lags.
         base = [r.seq_len + 1 + r.unresolved for r in reqs]

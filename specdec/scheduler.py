@@ -128,7 +128,7 @@ class Scheduler:
     # -- admission and retraction -----------------------------------------------------------
     def _round_pages(self, reqs: list[Req]) -> int:
         """Pages `reqs` still need for the next round, beyond what they own."""
-        ends = self.e.rounds.step_ends([self.e.rounds.seq_upper(r) for r in reqs])
+        ends = self.e.rounds.reserve_ends(reqs)
         return sum(self.e.memory.pages_needed(r, end) for r, end in zip(reqs, ends))
 
     def _admit(self) -> list[RequestOutput]:
