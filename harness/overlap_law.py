@@ -7,12 +7,10 @@ import dataclasses
 import torch
 
 from harness.oracles import OracleFailure
-from harness.properties import build_engine, prompts_for, sampling_for
+from harness.properties import build_engine, run_context, prompts_for, sampling_for
 from harness.runs import default_device, new_token_counts
 from harness.strategies import RunConfig
-from specdec import SpecConfig
 from specdec.trace import TraceRecorder
-from specdec.validate import reserve_margin
 
 LATE = 2  # steps after which the second half of the batch arrives
 
@@ -24,9 +22,8 @@ def _drive(cfg: RunConfig, device: str, overlap: bool):
     must agree either way). Returns the engine, the outputs and, per rid,
     its history: (committed length, output length) after each of its resolved rounds."""
     bucket = max(cfg.batch_size, max(cfg.graph_bs))
-    spec = SpecConfig(cfg.topk, cfg.num_steps, cfg.ndt, cfg.draft_sampling)
     # One context for both: it sets the attention's width (and so its reduction order).
-    context = cfg.max_prompt_len + cfg.max_new_tokens + reserve_margin(spec, cfg.page_size, True)
+    context = run_context(cfg, True)
     eng = build_engine(dataclasses.replace(cfg, overlap=overlap, graph_bs=(bucket,)), device,
                        batch_invariant=True, max_context=context)
     eng.recorder = TraceRecorder(cfg.page_size, keep_kv_slots=False)

@@ -18,16 +18,21 @@ from specdec.trace import TraceRecorder
 from specdec.validate import reserve_margin
 
 
+def run_context(cfg: RunConfig, overlap: bool) -> int:
+    """Just enough context for the run's longest prompt (shared-prefix workloads make longer
+    ones), its output and the speculative headroom (overlap: one round more)."""
+    spec = SpecConfig(cfg.topk, cfg.num_steps, cfg.ndt, cfg.draft_sampling)
+    longest = (prompt_cap(cfg.max_prompt_len, cfg.max_new_tokens) if cfg.prefix_cache
+               else cfg.max_prompt_len)
+    return longest + cfg.max_new_tokens + reserve_margin(spec, cfg.page_size, overlap)
+
+
 def build_engine(cfg: RunConfig, device: str, cache: bool | None = None, **overrides) -> Engine:
     """The engine of a drawn run; `cache` overrides the prefix cache alone (the workload
     stays that of cfg)."""
     cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if k in RunConfig.__dataclass_fields__})
     spec = SpecConfig(cfg.topk, cfg.num_steps, cfg.ndt, cfg.draft_sampling)
-    # Just enough context for the longest prompt, its output and one round's headroom.
-    longest = (prompt_cap(cfg.max_prompt_len, cfg.max_new_tokens) if cfg.prefix_cache
-               else cfg.max_prompt_len)
-    context = overrides.get("max_context") or (longest + cfg.max_new_tokens
-                                               + reserve_margin(spec, cfg.page_size, cfg.overlap))
+    context = overrides.get("max_context") or run_context(cfg, cfg.overlap)
     num_pages = None
     if cfg.prefix_cache and cfg.pool_slack >= 0:  # a tight pool: evictions, retractions
         worst = -(-context // cfg.page_size)

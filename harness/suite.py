@@ -96,8 +96,10 @@ LAWS: dict[str, Law] = {
     "self_draft": Law(PROPERTIES["self_draft"], _runs(prefix=(False, True))),
     "prefix_transparent": Law(prop_prefix_transparent, _runs(prefix=(True,))),
     "finish": Law(prop_finish, _runs(sampled=True, stops=True)),
-    "overlap_equals_sync": Law(prop_overlap_equals_sync,
-                                _runs(sampled=True, stops=True, prefix=(False, True))),
+    # Not over the prefix cache: its tree fills one round later under overlap (deferred
+    # release), so which positions a request recomputes, and their rounding, may differ; the
+    # two compose under prefix_transparent, kv_content, lossless_greedy and self_draft.
+    "overlap_equals_sync": Law(prop_overlap_equals_sync, _runs(sampled=True, stops=True)),
     "long_context": Law(prop_long_context, _long),
     "sampled_distribution": Law(prop_sampled_distribution, _dist, DistConfig),
     "random_streams": Law(prop_random_streams, lambda on_gpu, fixed: stream_configs(),
