@@ -71,7 +71,10 @@ def check_round_structure(rnd, n: int, s: SpecShape) -> None:
     mask_blocks = _tree_masks(rnd.tree[0], seq, s.ndt)
     target_predict = torch.argmax(rnd.verify_logits, dim=-1).tolist()
     verify = _by_mode(rnd, "target_verify")[0]
-    extend = _by_mode(rnd, "draft_extend")[-1]
+    # The round's own draft extend follows its verify (a prefill of requests admitted later,
+    # recorded into this round's trace, may follow it in turn).
+    after = rnd.forwards[rnd.forwards.index(verify) + 1:]
+    extend = next(f for f in after if f.mode == "draft_extend")
     for b in range(bs):
         where = f"round {n} request {b}"
         tree = T.build_tree(rnd.parent_list[b].tolist(), rnd.top_scores_index[b].tolist(),

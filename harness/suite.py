@@ -89,13 +89,14 @@ class Law:
 
 
 LAWS: dict[str, Law] = {
-    "structure": Law(PROPERTIES["structure"], _runs()),
+    "structure": Law(PROPERTIES["structure"], _runs(prefix=(False, True))),
     "kv_content": Law(PROPERTIES["kv_content"], _runs(sampled=True, prefix=(False, True))),
-    "eager_vs_graph": Law(PROPERTIES["eager_vs_graph"], _runs(sampled=True)),
+    "eager_vs_graph": Law(PROPERTIES["eager_vs_graph"],
+                          _runs(sampled=True, prefix=(False, True))),
     "lossless_greedy": Law(PROPERTIES["lossless_greedy"], _runs(prefix=(False, True))),
     "self_draft": Law(PROPERTIES["self_draft"], _runs(prefix=(False, True))),
     "prefix_transparent": Law(prop_prefix_transparent, _runs(prefix=(True,))),
-    "finish": Law(prop_finish, _runs(sampled=True, stops=True)),
+    "finish": Law(prop_finish, _runs(sampled=True, stops=True, prefix=(False, True))),
     # Not over the prefix cache: its tree fills one round later under overlap (deferred
     # release), so which positions a request recomputes, and their rounding, may differ; the
     # two compose under prefix_transparent, kv_content, lossless_greedy and self_draft.
