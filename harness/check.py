@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from harness.oracles import OracleFailure
-from harness.suite import LAWS
+from harness.suite import LAWS, runnable
 
 CHUNK = 2  # examples per Hypothesis run; the budget is checked between runs
 
@@ -21,6 +21,7 @@ class PropertyReport:
     covered: set = field(default_factory=set)
     failures: list = field(default_factory=list)
     seconds: float = 0.0
+    skipped: int = 0      # drawn configurations needing more GPUs than are visible
 
 
 def repro_command(prop: str, cfg, device: str) -> str:
@@ -42,6 +43,9 @@ def _run_chunk(name: str, report: PropertyReport, chunk_seed: int, device: str,
               suppress_health_check=list(HealthCheck))
     @given(cfg=law.strategy(device.startswith("cuda"), {}))
     def run(cfg):
+        if not runnable(cfg, device):  # tensor parallel: too few GPUs here
+            report.skipped += 1
+            return
         last.append(cfg)
         try:
             law.prop(cfg, device)
@@ -67,6 +71,8 @@ def check(budget: float, device: str, profile: settings, out=sys.stdout) -> int:
         while time.perf_counter() - t0 < per_prop and not rep.failures:
             _run_chunk(name, rep, 1000 + chunk, device, profile)
             chunk += 1
+            if rep.skipped and not rep.examples:  # none of its configurations can run here
+                break
             rep.seconds = time.perf_counter() - t0
             if sys.stderr.isatty():  # a progress line for people, not for logs
                 print(f"\r  {name}: {rep.examples} examples, {rep.seconds:.0f}s / "
@@ -76,7 +82,8 @@ def check(budget: float, device: str, profile: settings, out=sys.stdout) -> int:
     print(f"{'property':<22} {'examples':>8} {'configs':>8} {'failures':>8} {'time':>8}", file=out)
     for rep in reports.values():
         print(f"{rep.name:<22} {rep.examples:>8} {len(rep.covered):>8} {len(rep.failures):>8} "
-              f"{rep.seconds:>7.1f}s", file=out)
+              f"{rep.seconds:>7.1f}s" + (f"  ({rep.skipped} skipped: more GPUs needed than "
+                                         "visible)" if rep.skipped else ""), file=out)
     failed = [(r.name, c, e) for r in reports.values() for c, e in r.failures]
     for name, cfg, exc in failed:
         print(f"\nFAILED {name}: {exc}", file=out)

@@ -164,7 +164,7 @@ def suite() -> list[Entry]:
     out += [Entry("lossless_greedy", (("draft", d), ("page_size", p)), 2)
             for d in ("eagle", "self", "perturbed") for p in (1, 4, 64)]
     out += [Entry("self_draft", (("page_size", p), ("draft", "self"))) for p in (1, 4, 64)]
-    out += [Entry("prefix_transparent", (("draft", d),), 2)  # graphs on and off drawn
+    out += [Entry("prefix_transparent", (("draft", d),), 4)  # graphs on and off drawn
             for d in ("eagle", "self", "perturbed")]
     out += [Entry("finish", (("cuda_graph", g),), 2) for g in (False, True)]
     out += [Entry("overlap_equals_sync", (("cuda_graph", g),), 2) for g in (False, True)]

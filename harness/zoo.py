@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from hypothesis import HealthCheck, Phase, settings
 
 from harness.oracles import OracleFailure
-from harness.suite import ALL_PROPERTIES, runnable, suite
+from harness.suite import ALL_PROPERTIES, gpus_needed, runnable, suite
 from specdec import faults
 from specdec.faults import REGISTRY
 
@@ -105,7 +105,14 @@ def zoo(device: str, profile_name: str, names=None, out=None, json_path=None,
     rows = []
     print(f"{'fault':<46} {'source':<28} {'result':<7} {'oracle':<26} {'examples':>8} "
           f"{'seconds':>8}", file=out, flush=True)
+    from cases import CASES
+    skipped = []
     for name in names or list(REGISTRY):
+        if not runnable(CASES[name].example, device):  # tensor parallel, too few GPUs
+            skipped.append(name)
+            print(f"{name:<46} {REGISTRY[name].source[:28]:<28} {'skipped':<7} needs "
+                  f"{gpus_needed(CASES[name].example, device)} GPUs", file=out, flush=True)
+            continue
         r = (detect(name, device, settings.get_profile(profile_name)) if in_process
              else detect_isolated(name, device, profile_name))
         rows.append(r)
@@ -116,7 +123,8 @@ def zoo(device: str, profile_name: str, names=None, out=None, json_path=None,
     if secs:
         print(f"median seconds to detection {secs[len(secs) // 2]:.1f}, max {secs[-1]:.1f} "
               f"on {device}", file=out)
-    print(f"caught {len(caught)}/{len(rows)}", file=out)
+    print(f"caught {len(caught)}/{len(rows)}" + (f" ({len(skipped)} skipped: more GPUs "
+          f"needed than visible)" if skipped else ""), file=out)
     if json_path:
         with open(json_path, "w") as f:
             json.dump({"device": device, "profile": profile_name,
