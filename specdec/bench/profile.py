@@ -29,14 +29,19 @@ def _device_us(e) -> float:
     return float(getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0))
 
 
-def _profile(fn, device, iters: int) -> dict:
+def profiled(fn, device, iters: int):
+    """torch.profiler over `iters` calls of fn (CPU, and CUDA kernels on a GPU)."""
     cuda = torch.device(device).type == "cuda"
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=acts) as prof:
         for _ in range(iters):
             fn()
         sync(device)
-    avg = prof.key_averages()
+    return prof
+
+
+def _profile(fn, device, iters: int) -> dict:
+    avg = profiled(fn, device, iters).key_averages()
     kernels = sorted((e for e in avg if _device_us(e) > 0 and e.key != "cudaGraphLaunch"),
                      key=_device_us, reverse=True)
     kernels = [e for e in kernels if not e.key.startswith("cuda")]  # runtime API rows

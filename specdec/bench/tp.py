@@ -8,10 +8,10 @@ time per step in the tensor-parallel collectives (CUDA: the NCCL kernels; CPU: t
 from __future__ import annotations
 
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 from specdec import Engine
-from specdec.bench.common import fast_weights, free, live_batch, median, sync, time_ms
+from specdec.bench.common import fast_weights, free, live_batch, median, time_ms
+from specdec.bench.profile import profiled
 from specdec.engine import DTYPES
 from specdec.rounds import RoundRunner
 from specdec.tp.group import TPGroup
@@ -33,13 +33,8 @@ def _fast_weights_here(_engine, device: str, dtype: str) -> None:
 
 def _collective_ms(fn, device, iters: int) -> float:
     cuda = torch.device(device).type == "cuda"
-    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=acts) as prof:
-        for _ in range(iters):
-            fn()
-        sync(device)
     total = 0.0
-    for e in prof.key_averages():
+    for e in profiled(fn, device, iters).key_averages():
         if any(m in e.key.lower() for m in _COLLECTIVE_MARKS):
             us = (getattr(e, "self_device_time_total", 0) or 0) if cuda else e.self_cpu_time_total
             total += float(us)
