@@ -38,13 +38,7 @@ def check_kv_content(trace, engine) -> int:
             _compare("target", fr.rid, layer, got[:, :n], k[layer], v[layer], tol)
         if engine.spec is None:
             continue
-        if engine.drafter.shifted:
-            _, _, dk, dv = reference_prefill(engine.drafter, toks[1:n + 1], engine.device,
-                                             hidden_states=hidden)
-            m = n
-        else:
-            _, _, dk, dv = reference_prefill(engine.drafter, toks[:n + 1], engine.device)
-            m = n + 1
+        dk, dv, m = reference_draft_kv(engine, toks, n, hidden)
         for layer, got in enumerate(fr.draft_kv):
             _compare("draft", fr.rid, layer, got[:, :m], dk[layer], dv[layer], tol)
     return len(trace.finished)
@@ -59,3 +53,15 @@ def check_live_kv(engine, reqs) -> int:
     snap = TraceRecorder(engine.page_size, keep_kv_slots=False)
     snap.on_finish(engine, list(reqs))
     return check_kv_content(snap, engine)
+
+
+def reference_draft_kv(engine, toks: list[int], n: int, hidden):
+    """The drafter's dense reference KV of a request with n committed tokens, and how many
+    positions of it are committed: EAGLE rows 0..n-1 consume (h_p, token p+1); a standalone
+    draft covers tokens 0..n, the pending bonus included."""
+    if engine.drafter.shifted:
+        _, _, dk, dv = reference_prefill(engine.drafter, toks[1:n + 1], engine.device,
+                                         hidden_states=hidden)
+        return dk, dv, n
+    _, _, dk, dv = reference_prefill(engine.drafter, toks[:n + 1], engine.device)
+    return dk, dv, n + 1

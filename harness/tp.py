@@ -5,7 +5,7 @@ import dataclasses
 
 import torch
 
-from harness.kv_content import KV_TOL
+from harness.kv_content import KV_TOL, reference_draft_kv
 from harness.oracles import OracleFailure
 from harness.reference import reference_prefill, top2_margins
 from harness.runs import default_device
@@ -64,13 +64,7 @@ def _check_shards(single, shards: list, dtype) -> None:
                                v[layer], tol)
             if single.spec is None:
                 continue
-            if single.drafter.shifted:
-                _, _, dk, dv = reference_prefill(single.drafter, toks[1:n + 1], single.device,
-                                                 hidden_states=hidden)
-                m = n
-            else:
-                _, _, dk, dv = reference_prefill(single.drafter, toks[:n + 1], single.device)
-                m = n + 1
+            dk, dv, m = reference_draft_kv(single, toks, n, hidden)
             for layer, got in enumerate(draft_kv):
                 _compare_shard("draft", rank, world, rid, layer, got[:, :m], dk[layer],
                                dv[layer], tol)
