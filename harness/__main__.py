@@ -49,11 +49,15 @@ def main(argv=None) -> int:
     m.add_argument("--prefix-cache", action="store_true",
                    help="radix prefix cache; prompts from a few shared system prompts")
     bench.add_parser(sub)
+    from harness.runners import acceptance
+    acceptance.add_parser(sub)
     args = ap.parse_args(argv)
     profiles.register()
     device = args.device or default_device()
     if device == "cpu":
         torch.set_num_threads(1)  # tiny CPU models: threads only contend (harness/pytest_plugin.py)
+    if args.cmd == "acceptance":
+        return acceptance.main(args, device, sys.argv[1:] if argv is None else argv)
     if args.cmd == "bench":
         return bench.main(args, device, sys.argv[1:] if argv is None else argv)
     if args.cmd == "mixed":

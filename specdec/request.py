@@ -18,6 +18,9 @@ class Req:
     output: list[int] = field(default_factory=list)    # output[-1] is the pending bonus token
     pages: list[int] = field(default_factory=list)     # owned KV pages, in position order
     unresolved: int = 0   # launched rounds whose results the host has not read (overlap: 0 or 1)
+    # Tokens committed by each of its resolved speculative rounds (accepted drafts + the bonus:
+    # what Stats calls acceptance length), in round order; one int per request-round.
+    accept_lens: list[int] = field(default_factory=list)
     # Prefix cache: the first cached_len // page_size pages are the tree's (shared, read-only)
     cached_len: int = 0                                # positions reused, not recomputed
     matched_len: int = 0                               # tokens the tree matched

@@ -202,6 +202,8 @@ class RoundRunner:
             self.resolve_decode(flight, counted)
         else:
             self.resolve_spec(flight, counted)
+            for r, a in applied:  # the per-round record the acceptance laws read
+                r.accept_lens.append(a)
             if applied:
                 e.stats.rounds += 1
                 e.stats.req_rounds += len(applied)

@@ -18,7 +18,7 @@ a round that may write them is in flight. Retraction first resolves the round in
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from specdec import faults
 from specdec.memory.allocator import OutOfSlots
@@ -31,10 +31,12 @@ class RequestOutput:
     prompt: list[int]
     tokens: list[int]            # generated so far; final when finish_reason is set
     finish_reason: str | None    # None while live, else "length", "stop" or "abort"
+    accept_lens: list[int] = field(default_factory=list)  # per resolved speculative round
 
 
 def _output(req: Req, reason: str | None) -> RequestOutput:
-    return RequestOutput(req.rid, list(req.prompt), req.visible_output(), reason)
+    return RequestOutput(req.rid, list(req.prompt), req.visible_output(), reason,
+                         list(req.accept_lens))
 
 
 class Scheduler:
