@@ -69,11 +69,12 @@ BENCH_DEFAULTS = {"decode": ("llama-1b,llama-8b", "1,8,32", 1000, 20),
                   "spec": ("llama-1b,llama-8b", "1,8", 1000, 10),
                   "graphs": ("tiny,llama-1b", "1,8", 128, 3),
                   "profile": ("tiny,llama-1b,llama-8b", "1", 1000, 10),
-                  "prefix": ("llama-8b", "32", 1024, 1)}
+                  "prefix": ("llama-8b", "32", 1024, 1),
+                  "e2e": ("fixture", "1,8,32", 0, 1)}
 
 
 def _bench(args, argv) -> int:
-    from specdec.bench import results
+    from specdec.bench import results, spec
     if args.what == "plot":  # redraw PNGs from result JSONs (e.g. fetched from a GPU machine)
         from specdec.bench.plots import plot_file
         for path in args.paths:
@@ -85,7 +86,13 @@ def _bench(args, argv) -> int:
     context = args.context if args.context is not None else context
     iters = args.iters if args.iters is not None else iters
     extra = {}
-    if args.what == "graphs":
+    if args.what == "e2e":  # the trained fixture (or --models DIR --draft DIR)
+        from specdec.bench import e2e
+        target = None if models == ["fixture"] else models[0]
+        rows, extra = e2e.run(args.device, args.dtype, bss, args.e2e_tokens,
+                              spec.parse_configs(args.spec_configs), target, args.draft,
+                              args.heldout, args.round_cost)
+    elif args.what == "graphs":
         from specdec.bench import graphs
         rows = graphs.run(args.device, args.dtype, models, bss, context, iters, args.new_tokens)
     elif args.what == "decode" and args.tp > 1:
@@ -100,7 +107,7 @@ def _bench(args, argv) -> int:
         rows, extra = decode.run(args.device, args.dtype, models, bss, context, iters,
                                  args.warmup, args.compile_mode, args.e2e_tokens)
     else:
-        from specdec.bench import profile, spec
+        from specdec.bench import profile
         run = spec.run if args.what == "spec" else profile.run
         kw = {"e2e_tokens": args.e2e_tokens} if args.what == "spec" else {}
         rows, extra = run(args.device, args.dtype, models, bss, context, iters, args.warmup,
@@ -170,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="text when a tokenizer is available, else space-separated token ids; "
                         "repeat for a batch")
     b = sub.add_parser("bench", help="benchmarks; results go to bench/results/")
-    b.add_argument("what", type=_bench_arg, choices=["decode", "spec", "graphs", "profile", "prefix", "plot"],
+    b.add_argument("what", type=_bench_arg, choices=["decode", "spec", "graphs", "profile", "prefix", "e2e", "plot"],
                    help="plot: redraw the PNG of each result JSON in PATHS (docs/bench.md)")
     b.add_argument("paths", nargs="*", help="result JSONs, for `plot`")
     b.add_argument("--device", default="cuda" if __import__("torch").cuda.is_available() else "cpu")
@@ -191,7 +198,14 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--no-plot", action="store_true", help="JSON only")
     b.add_argument("--e2e-tokens", type=int, default=256,
                    help="decode/spec: generate() this many tokens at bs 1 and 8, with and "
-                        "without --overlap scheduling (0: skip)")
+                        "without --overlap scheduling (0: skip); e2e: tokens per request")
+    b.add_argument("--draft", default=None, help="e2e: the EAGLE head directory (default: "
+                   "the trained fixture's)")
+    b.add_argument("--heldout", default=None, help="e2e: heldout.json with the prompts "
+                   "(default: the fixture's)")
+    b.add_argument("--round-cost", default="bench/results/spec-h100-2026-11-23.json",
+                   help="e2e: a `bench spec` result; llama-8b's round cost there gives the "
+                        "projected speedup")
     b.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     if args.cmd == "bench":

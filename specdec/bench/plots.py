@@ -118,8 +118,43 @@ def profile(doc, plt):
     return fig
 
 
+def speedup(doc, plt):
+    """bench e2e: plain vs speculative tokens/s per batch size and configuration, each bar
+    labelled with the speedup and the accept length; the llama-8b projection as text."""
+    rows = doc["results"]
+    bss = sorted({r["bs"] for r in rows})
+    cfgs = list(dict.fromkeys((r["topk"], r["num_steps"], r["ndt"]) for r in rows))
+    fig, ax = plt.subplots(figsize=(max(6, 2.2 * len(bss)), 4.6))
+    w = 0.8 / (len(cfgs) + 1)
+    plain = [next(r["plain_tokens_per_s"] for r in rows if r["bs"] == b) for b in bss]
+    ax.bar([i - 0.4 + w / 2 for i in range(len(bss))], plain, width=w, label="plain")
+    notes = []
+    for j, c in enumerate(cfgs, start=1):
+        cells = [next((r for r in rows if r["bs"] == b and
+                       (r["topk"], r["num_steps"], r["ndt"]) == c), None) for b in bss]
+        xs = [i - 0.4 + w / 2 + j * w for i in range(len(bss))]
+        ax.bar(xs, [r["spec_tokens_per_s"] if r else 0 for r in cells], width=w,
+               label=f"spec topk {c[0]} steps {c[1]} ndt {c[2]}")
+        for x, r in zip(xs, cells):
+            if r:
+                ax.text(x, r["spec_tokens_per_s"], f"{r['speedup']:.2f}x\nacc {r['mean_accept_length']:.2f}",
+                        ha="center", va="bottom", fontsize=6)
+                if r.get("projected_llama8b_speedup"):
+                    notes.append(f"k{c[0]}s{c[1]}n{c[2]} bs{r['bs']}: "
+                                 f"{r['projected_llama8b_speedup']:.2f}x")
+    ax.set_xticks(range(len(bss)), [f"bs {b}" for b in bss])
+    ax.set_ylabel("tokens/s, generate() (graphs + overlap)")
+    ax.legend(fontsize=7)
+    if notes:
+        lines = [", ".join(notes[i:i + 3]) for i in range(0, len(notes), 3)]
+        ax.set_xlabel("PROJECTION, llama-8b speedup (accept length / measured round cost):\n"
+                      + "\n".join(lines), fontsize=7)
+    _title(ax, doc, "plain vs speculative, trained pair")
+    return fig
+
+
 PLOTS = {"decode": decode, "spec": spec, "graphs": graphs, "harness": harness, "profile": profile,
-         "prefix": prefix}
+         "prefix": prefix, "e2e": speedup}
 
 
 def plot(doc: dict, png: str) -> None:
