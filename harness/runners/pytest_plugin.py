@@ -3,10 +3,10 @@ directory run where specdec is installed gets what this repository's own tests g
 
 - `--faults NAME[,NAME]`: bug-zoo faults on for the whole run (faultpoints/);
 - the Hypothesis profiles dev / ci / gpu / nightly, chosen by SPECDEC_PROFILE, CI or the
-  device (harness/profiles.py; `--hypothesis-profile` still overrides);
+  device (harness/runners/profiles.py; `--hypothesis-profile` still overrides);
 - one torch thread on CPU and in xdist workers;
 - under xdist, one GPU per worker and a Triton cache per worker; `-n auto` sized for the
-  device (harness/xdist_gpu.py);
+  device (harness/runners/xdist_gpu.py);
 - the device and profile in the report header.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import importlib.util
 import pytest
 import torch
 
-from harness import xdist_gpu
+from harness.runners import xdist_gpu
 
 # Hypothesis comes with the `test` extra; an environment with a plain `pip install specdec`
 # still runs its own pytest, just without the profiles.
@@ -34,12 +34,12 @@ if not torch.cuda.is_available() or xdist_gpu.worker_index() is not None:
     torch.set_num_threads(1)
 
 if HAVE_HYPOTHESIS:
-    from harness import profiles
+    from harness.runners import profiles
     profiles.load_default()
 
 
 def pytest_addoption(parser) -> None:
-    group = parser.getgroup("specdec", "specdec (harness/pytest_plugin.py)")
+    group = parser.getgroup("specdec", "specdec (harness/runners/pytest_plugin.py)")
     group.addoption("--faults", default=None, metavar="NAME[,NAME]",
                     help="switch on bug-zoo faults for the whole run (names and the mistake "
                          "each one makes: faultpoints/__init__.py, cases/)")
