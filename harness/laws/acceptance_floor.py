@@ -3,7 +3,7 @@ configuration does not fall below the committed baseline for that configuration,
 chance over the rounds run allows.
 
 Observables: per request, its per-round accept lengths (`RequestOutput.accept_lens`); the
-trained pair and its held-out prompts (harness.trained_pair.py); the committed
+trained pair and its held-out prompts (harness.strategies.trained_pair.py); the committed
 baselines (acceptance_baselines.json beside this file, written by `python -m harness
 acceptance --write-baseline`, one table per device kind and dtype).
 
@@ -27,8 +27,8 @@ import os
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
 
-from harness.oracles import OracleFailure
-from harness.trained_pair import Measured, measure, trained_pair
+from harness.laws.common import OracleFailure
+from harness.strategies.trained_pair import Measured, measure, trained_pair
 
 ALPHA = 1e-3
 Z = NormalDist().inv_cdf(1 - ALPHA)
@@ -139,7 +139,7 @@ def prop_acceptance_floor(cfg: FloorConfig, device: str | None = None) -> None:
     alpha = 1e-3. Acceptance is a property of the configuration (acceptance_path_invariant),
     so one baseline serves every path. Chains and trees; the EAGLE head and a standalone
     drafter. SPECDEC_TRAINED_PAIR may name another directory laid out like the fixture."""
-    from harness.runs import default_device
+    from harness.strategies.runs import default_device
     device = device or default_device()
     pair = trained_pair(os.environ.get("SPECDEC_TRAINED_PAIR"))
     m, base, _ = measure_against_baseline(pair, cfg, device)

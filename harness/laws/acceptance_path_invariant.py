@@ -12,14 +12,14 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from harness.oracles import OracleFailure
-from harness.prefix_workloads import serve_waves, waves_of
-from harness.properties import build_engine, prompts_for, run, sampling_for
-from harness.reference import top2_margins
+from harness.laws.common import OracleFailure
+from harness.strategies.prefix_workloads import serve_waves, waves_of
+from harness.strategies.drawn_run import build_engine, prompts_for, run, sampling_for
+from harness.references.dense import top2_margins
 from harness.references.acceptance_ties import draft_choice_gap, target_path_gap
-from harness.runs import default_device, new_token_counts
-from harness.strategies import RunConfig, run_configs
-from harness.ties import TIE_EPS
+from harness.strategies.runs import default_device, new_token_counts
+from harness.strategies.configs import RunConfig, run_configs
+from harness.references.ties import TIE_EPS
 from specdec.trace import TraceRecorder
 
 BATCHES = ("same", "reversed", "halves", "alone")  # how path B's batch differs from A's
@@ -45,12 +45,15 @@ class PathPair(RunConfig):
 
 def path_pairs(drafts=("eagle", "perturbed", "perturbed:0.1", "self"), page_sizes=(1, 4, 16),
                graphs=(False, True), tp_sizes=(1,), dtypes=("float32",), model: str = "tiny",
-               max_batch: int = 6, max_prompt_len: int = 24, max_new_tokens: int = 16):
+               max_batch: int = 6, max_prompt_len: int = 24, max_new_tokens: int = 16,
+               max_ndt: int = 32):
     """Greedy runs (A) and a second path (B) differing in graphs, overlap, prefix cache, page
-    size, batch and tensor parallelism, each drawn (Hypothesis shrinks towards A == B)."""
+    size, batch and tensor parallelism, each drawn (Hypothesis shrinks towards A == B).
+    max_ndt caps trees (a cheaper tier: any ndt in 2..its maximum is feasible)."""
     def pair(cfg: RunConfig, b):
         g, o, c, p, batch, tp = b
-        return PathPair(**{**cfg.to_dict(), "overlap": False, "model": model},
+        ndt = cfg.ndt if cfg.topk == 1 else min(cfg.ndt, max_ndt)
+        return PathPair(**{**cfg.to_dict(), "overlap": False, "model": model, "ndt": ndt},
                         b_cuda_graph=g, b_overlap=o, b_prefix_cache=c, b_page_size=p,
                         b_batch="same" if cfg.prefix_cache else batch, b_tp_size=tp)
     base = run_configs(drafts=drafts, page_sizes=page_sizes, max_batch=max_batch, dtypes=dtypes,

@@ -13,7 +13,7 @@ import json
 
 from harness.laws.acceptance_floor import (ALPHA, BASELINES, baseline_table,
                                            config_key, device_key, load_baselines, lower_bound)
-from harness.trained_pair import DRAFTERS, measure, trained_pair
+from harness.strategies.trained_pair import DRAFTERS, measure, trained_pair
 
 CHAINS = [(1, s, s + 1) for s in range(1, 6)]
 GRIDS = {

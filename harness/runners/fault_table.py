@@ -13,8 +13,8 @@ import dataclasses
 
 from harness.laws.acceptance_floor import BASELINES, FloorConfig, measure_against_baseline
 from harness.laws.acceptance_path_invariant import PathPair, prop_acceptance_path_invariant
-from harness.oracles import OracleFailure
-from harness.trained_pair import measure
+from harness.laws.common import OracleFailure
+from harness.strategies.trained_pair import measure
 from specdec import faults
 
 # The first zoo's draft-side faults; SGLang #25015 (the draft position off by one that shipped

@@ -1,32 +1,42 @@
 """The ordinary property suite, defined once: pytest (tests/test_properties.py), the bug zoo
-(harness/zoo.py) and `python -m harness check` run the same laws, strategies and regression
+(harness/runners/zoo.py) and `python -m harness check` run the same laws, strategies and regression
 examples.
 
 A law is a property (a function whose docstring states what must hold) with the strategy of
 configurations it is drawn over. An entry is one law over one slice of its space (coarse
 axes fixed per entry so xdist spreads them). Its explicit examples are the configurations of
-the historical cases (cases/) whose property it is and whose axes it covers: regression
-examples, judged by the same generic oracles as every generated example."""
+the historical cases (cases/, found by harness/runners/cases.py) whose property it is and
+whose axes it covers: regression examples, judged by the same generic oracles as every
+generated example."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Callable
 
 from hypothesis import example, given, settings
 
-from harness.distribution_matrix import DistConfig, distribution_configs, prop_sampled_distribution
-from harness.finish import prop_finish
-from harness.long_context import prop_long_context
-from harness.overlap_law import prop_overlap_equals_sync
-from harness.prefix_law import prop_prefix_transparent
-from harness.properties import PROPERTIES
-from harness.random_streams import StreamConfig, prop_random_streams, stream_configs
-from harness.sampling_bounds import EXAMPLES as BOUND_EXAMPLES
-from harness.sampling_bounds import SamplingBoundsCase, prop_sampling_vocab, sampling_bounds_cases
-from harness.sampling_edges import EXAMPLES as EDGE_EXAMPLES
-from harness.sampling_edges import SamplingEdgesCase, prop_sampling_edges, sampling_edges_cases
-from harness.strategies import RunConfig, long_context_configs, run_configs, tp_configs
-from harness.tp import prop_tp_equals_single
+from harness.laws.acceptance_floor import FloorConfig, floor_configs, prop_acceptance_floor
+from harness.laws.acceptance_path_invariant import (PathPair, path_pairs,
+                                                   prop_acceptance_path_invariant)
+from harness.laws.distribution import DistConfig, distribution_configs, prop_sampled_distribution
+from harness.laws.eager_vs_graph import prop_eager_vs_graph
+from harness.laws.finish import prop_finish
+from harness.laws.kv_content import prop_kv_content
+from harness.laws.long_context import prop_long_context
+from harness.laws.lossless_greedy import prop_lossless_greedy
+from harness.laws.overlap_equals_sync import prop_overlap_equals_sync
+from harness.laws.prefix_transparent import prop_prefix_transparent
+from harness.laws.random_streams import StreamConfig, prop_random_streams, stream_configs
+from harness.laws.sampling_bounds import EXAMPLES as BOUND_EXAMPLES
+from harness.laws.sampling_bounds import SamplingBoundsCase, prop_sampling_vocab, sampling_bounds_cases
+from harness.laws.sampling_edges import EXAMPLES as EDGE_EXAMPLES
+from harness.laws.sampling_edges import SamplingEdgesCase, prop_sampling_edges, sampling_edges_cases
+from harness.laws.self_draft import prop_self_draft
+from harness.laws.structure import prop_structure
+from harness.strategies.configs import RunConfig, long_context_configs, run_configs, tp_configs
+from harness.laws.tp_equals_single import prop_tp_equals_single
+from harness.runners.cases import load_cases
 
 _AXIS_ARG = {"page_size": "page_sizes", "draft": "drafts", "cuda_graph": "graphs"}
 # Found by `harness check` on the GPU: a tree smaller than its depth (ndt < num_steps + 1).
@@ -66,6 +76,34 @@ def _tp(on_gpu: bool, fixed: dict):
     return tp_configs(sizes, graphs=graphs)
 
 
+def _paths(on_gpu: bool, fixed: dict):
+    """acceptance_path_invariant: the tiny model with drafters of every acceptance, or
+    (pair=trained) the trained target with its EAGLE head and a standalone drafter; tensor
+    parallel path B only where two GPUs are visible."""
+    import torch
+    kw = {}
+    if fixed.get("pair") == "trained":
+        from harness.strategies.trained_pair import trained_pair
+        pair = trained_pair(os.environ.get("SPECDEC_TRAINED_PAIR"))
+        kw = dict(model=pair.target, drafts=(pair.eagle, pair.draft_arg("standalone")))
+    if on_gpu:
+        tp = (1, 2) if torch.cuda.device_count() >= 2 else (1,)
+        return path_pairs(dtypes=("float32", "bfloat16"), tp_sizes=tp, max_batch=8,
+                          max_prompt_len=40, max_new_tokens=24, **kw)
+    return path_pairs(max_batch=4, max_prompt_len=16, max_new_tokens=12, max_ndt=8, **kw)
+
+
+# The CPU tier's floors: a chain and a tree per drafter (the gate runs every configuration).
+_CPU_FLOORS = ("eagle topk=1 steps=3 ndt=4", "eagle topk=4 steps=4 ndt=8",
+               "standalone topk=1 steps=3 ndt=4", "standalone topk=2 steps=3 ndt=6")
+
+
+def _floors(on_gpu: bool, fixed: dict):
+    if on_gpu:
+        return floor_configs("cuda", "bfloat16")
+    return floor_configs("cpu", "float32", keys=_CPU_FLOORS)
+
+
 def gpus_needed(cfg_or_axes, device: str) -> int:
     """GPUs a configuration needs on `device` (its tp_size on CUDA; none on CPU)."""
     tp = (dict(cfg_or_axes).get("tp_size", 1) if isinstance(cfg_or_axes, tuple)
@@ -89,12 +127,11 @@ class Law:
 
 
 LAWS: dict[str, Law] = {
-    "structure": Law(PROPERTIES["structure"], _runs(prefix=(False, True))),
-    "kv_content": Law(PROPERTIES["kv_content"], _runs(sampled=True, prefix=(False, True))),
-    "eager_vs_graph": Law(PROPERTIES["eager_vs_graph"],
-                          _runs(sampled=True, prefix=(False, True))),
-    "lossless_greedy": Law(PROPERTIES["lossless_greedy"], _runs(prefix=(False, True))),
-    "self_draft": Law(PROPERTIES["self_draft"], _runs(prefix=(False, True))),
+    "structure": Law(prop_structure, _runs(prefix=(False, True))),
+    "kv_content": Law(prop_kv_content, _runs(sampled=True, prefix=(False, True))),
+    "eager_vs_graph": Law(prop_eager_vs_graph, _runs(sampled=True, prefix=(False, True))),
+    "lossless_greedy": Law(prop_lossless_greedy, _runs(prefix=(False, True))),
+    "self_draft": Law(prop_self_draft, _runs(prefix=(False, True))),
     "prefix_transparent": Law(prop_prefix_transparent, _runs(prefix=(True,))),
     "finish": Law(prop_finish, _runs(sampled=True, stops=True, prefix=(False, True))),
     # Not over the prefix cache: its tree fills one round later under overlap (deferred
@@ -110,6 +147,8 @@ LAWS: dict[str, Law] = {
     "sampling_edges": Law(prop_sampling_edges, lambda on_gpu, fixed: sampling_edges_cases(),
                           SamplingEdgesCase, tuple(EDGE_EXAMPLES)),
     "tp_equals_single": Law(prop_tp_equals_single, _tp),
+    "acceptance_path_invariant": Law(prop_acceptance_path_invariant, _paths, PathPair),
+    "acceptance_floor": Law(prop_acceptance_floor, _floors, FloorConfig),
 }
 ALL_PROPERTIES = {name: law.prop for name, law in LAWS.items()}
 
@@ -132,8 +171,7 @@ class Entry:
         return LAWS[self.prop].strategy(on_gpu, dict(self.axes))
 
     def examples(self) -> list:
-        from cases import CASES
-        out = [c.example for c in CASES.values() if c.prop == self.prop and self.covers(c.example)]
+        out = [c.example for c in load_cases().values() if c.prop == self.prop and self.covers(c.example)]
         out += [e for e in LAWS[self.prop].examples if e not in out]
         if self.prop in _FOUND:
             page = dict(self.axes).get("page_size", 1)
@@ -175,4 +213,7 @@ def suite() -> list[Entry]:
     # serves them all); on CUDA these need tp_size GPUs (skipped with fewer, runnable()).
     out += [Entry("tp_equals_single", (("tp_size", 2), ("cuda_graph", g)), 5)
             for g in (False, True)]
+    # Acceptance: each example runs two paths (or, the floor, the held-out prompts).
+    out += [Entry("acceptance_path_invariant", (("pair", p),), 5) for p in ("tiny", "trained")]
+    out += [Entry("acceptance_floor", (), 5)]
     return out

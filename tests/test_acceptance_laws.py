@@ -1,0 +1,77 @@
+"""The acceptance laws' observables and negative controls: per-round accept lengths as the
+engine reports them, a path that drafts differently (a fault on the eager multi-step draft
+alone) rejected by acceptance_path_invariant, and a draft-side fault (SGLang #25015's draft
+position off by one) pushing the trained pair below acceptance_floor. The laws themselves
+run as suite entries (tests/test_properties.py)."""
+from __future__ import annotations
+
+import pytest
+
+from harness.laws.acceptance_floor import (ALPHA, Z, FloorConfig, lower_bound,
+                                           prop_acceptance_floor)
+from harness.laws.acceptance_path_invariant import PathPair, prop_acceptance_path_invariant
+from harness.laws.common import OracleFailure
+from harness.strategies.runs import make_prompts
+from harness.strategies.trained_pair import Measured
+from specdec import Engine, SpecConfig, faults
+
+
+def _served(overlap: bool):
+    eng = Engine(model="tiny", spec=SpecConfig(2, 3, 5), draft="perturbed:0.05", max_batch=4,
+                 max_context=96, overlap=overlap)
+    rids = [eng.add_request(p, 12) for p in make_prompts(4, 4, eng.cfg.vocab_size, 16, 4)]
+    while eng.has_unfinished():
+        eng.step()
+    return eng, [eng.output(r) for r in rids]
+
+
+def test_accept_lens_are_the_rounds_of_each_request():
+    """Each request's accept lengths: one per resolved round, each in 1..num_steps+1, summing
+    to its committed tokens after the prefill's; together, the engine's statistics; and the
+    same under overlap scheduling (a finished request's extra round is not counted)."""
+    eng, outs = _served(False)
+    for o in outs:
+        assert all(1 <= a <= 4 for a in o.accept_lens)
+        assert sum(o.accept_lens) + 1 >= len(o.tokens) > sum(o.accept_lens[:-1]) + 1
+    lens = [a for o in outs for a in o.accept_lens]
+    assert len(lens) == eng.stats.req_rounds
+    assert sum(lens) / len(lens) == pytest.approx(eng.stats.mean_acceptance_length)
+    assert len(set(lens)) > 1  # the perturbed drafter accepts some, not all: a real signal
+    _, outs_overlap = _served(True)
+    assert [o.accept_lens for o in outs_overlap] == [o.accept_lens for o in outs]
+
+
+def test_floor_bound_is_one_sided_z_over_the_rounds():
+    m = Measured([1, 2, 3, 4] * 25, [])
+    base = {"mean": 3.0, "std": 1.0, "rounds": 400}
+    assert Z == pytest.approx(3.0902, abs=1e-3) and ALPHA == 1e-3
+    assert lower_bound(m, base, paired=True) == pytest.approx(3.0 - Z * m.std / 10)
+    assert lower_bound(m, base, paired=False) == pytest.approx(
+        3.0 - Z * (m.std ** 2 / 100 + 1 / 400) ** 0.5)
+
+
+_UNSLICED = PathPair(2, 3, 4, 1, "perturbed", 3, 12, 10, 5, b_cuda_graph=True)
+
+
+def test_path_invariant_holds_without_the_fault():
+    prop_acceptance_path_invariant(_UNSLICED, "cpu")
+
+
+def test_path_invariant_rejects_a_path_that_drafts_differently():
+    """Negative control: draft_per_step_loc_unsliced breaks the eager multi-step draft only
+    (the graph path bakes its slots at capture): A (eager) and B (graphs) accept differently
+    at a round no tie explains."""
+    with faults.active("draft_per_step_loc_unsliced"):
+        with pytest.raises(OracleFailure, match="acceptance_path_invariant"):
+            prop_acceptance_path_invariant(_UNSLICED, "cpu")
+
+
+@pytest.mark.parametrize("drafter", ["eagle", "standalone"])
+def test_floor_rejects_the_draft_position_off_by_one(drafter):
+    """Negative control: draft_positions_early_increment (SGLang #25015) runs every draft
+    forward one position late; tokens stay right, accept length drops below the floor."""
+    cfg = FloorConfig(drafter, 1, 3, 4)
+    prop_acceptance_floor(cfg, "cpu")  # the same configuration passes without the fault
+    with faults.active("draft_positions_early_increment"):
+        with pytest.raises(OracleFailure, match="acceptance_floor"):
+            prop_acceptance_floor(cfg, "cpu")
