@@ -18,4 +18,6 @@ violation. harness/runners/suite.py pairs each property with the strategy it is 
 - long_context.py: KV content and lossless past every position-table boundary
 - tp_equals_single.py: tensor parallel == one rank
 - lifecycle.py: the stateful machine over add / step / abort / refuse (continuous batching)
+- acceptance_path_invariant.py: per-round accept lengths are the same on every path
+- acceptance_floor.py: the trained pair's accept length stays above its baseline's bound
 """
