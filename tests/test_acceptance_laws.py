@@ -11,9 +11,12 @@ from harness.laws.acceptance_floor import (ALPHA, Z, FloorConfig, lower_bound,
                                            prop_acceptance_floor)
 from harness.laws.acceptance_path_invariant import PathPair, prop_acceptance_path_invariant
 from harness.laws.common import OracleFailure
-from harness.strategies.runs import make_prompts
+from harness.strategies.runs import default_device, make_prompts
 from harness.strategies.trained_pair import Measured
 from specdec import Engine, SpecConfig, faults
+
+DEVICE = default_device()
+DTYPE = "bfloat16" if DEVICE == "cuda" else "float32"  # the baselines: cpu-fp32, cuda-bf16
 
 
 def _served(overlap: bool):
@@ -54,7 +57,7 @@ _UNSLICED = PathPair(2, 3, 4, 1, "perturbed", 3, 12, 10, 5, b_cuda_graph=True)
 
 
 def test_path_invariant_holds_without_the_fault():
-    prop_acceptance_path_invariant(_UNSLICED, "cpu")
+    prop_acceptance_path_invariant(_UNSLICED, DEVICE)
 
 
 def test_path_invariant_rejects_a_path_that_drafts_differently():
@@ -63,15 +66,15 @@ def test_path_invariant_rejects_a_path_that_drafts_differently():
     at a round no tie explains."""
     with faults.active("draft_per_step_loc_unsliced"):
         with pytest.raises(OracleFailure, match="acceptance_path_invariant"):
-            prop_acceptance_path_invariant(_UNSLICED, "cpu")
+            prop_acceptance_path_invariant(_UNSLICED, DEVICE)
 
 
 @pytest.mark.parametrize("drafter", ["eagle", "standalone"])
 def test_floor_rejects_the_draft_position_off_by_one(drafter):
     """Negative control: draft_positions_early_increment (SGLang #25015) runs every draft
     forward one position late; tokens stay right, accept length drops below the floor."""
-    cfg = FloorConfig(drafter, 1, 3, 4)
-    prop_acceptance_floor(cfg, "cpu")  # the same configuration passes without the fault
+    cfg = FloorConfig(drafter, 1, 3, 4, dtype=DTYPE)
+    prop_acceptance_floor(cfg, DEVICE)  # the same configuration passes without the fault
     with faults.active("draft_positions_early_increment"):
         with pytest.raises(OracleFailure, match="acceptance_floor"):
-            prop_acceptance_floor(cfg, "cpu")
+            prop_acceptance_floor(cfg, DEVICE)

@@ -117,17 +117,20 @@ def check_floor(cfg: FloorConfig, m: Measured, base: dict, paired: bool) -> floa
     return bound
 
 
-def measure_against_baseline(pair, cfg: FloorConfig, device: str, path: str = BASELINES):
-    """(measured, baseline entry, bound) of cfg on the baseline's own prompts and lengths."""
+def measure_against_baseline(pair, cfg: FloorConfig, device: str, path: str = BASELINES,
+                             n_prompts: int | None = None, max_new_tokens: int | None = None):
+    """(measured, baseline entry, bound) of cfg, on the baseline's own prompts and lengths
+    unless others are given (then the bound is the unpaired one)."""
     table = baseline_table(device, cfg.dtype, path, pair)
     if cfg.key not in table:
         raise ValueError(f"no {device_key(device, cfg.dtype)} baseline for {cfg.key} in "
                          f"{path}: run `python -m harness acceptance --write-baseline`")
     base = table[cfg.key]
-    m = measure(pair, cfg.drafter, cfg.topk, cfg.num_steps, cfg.ndt, base["prompts"],
-                base["max_new_tokens"], device, cfg.dtype, cfg.cuda_graph, cfg.page_size,
-                cfg.overlap, cfg.graph_bs, cfg.batch)
-    return m, base, lower_bound(m, base, paired=True)
+    n, new = n_prompts or base["prompts"], max_new_tokens or base["max_new_tokens"]
+    m = measure(pair, cfg.drafter, cfg.topk, cfg.num_steps, cfg.ndt, n, new, device, cfg.dtype,
+                cfg.cuda_graph, cfg.page_size, cfg.overlap, cfg.graph_bs, cfg.batch)
+    paired = (n, new) == (base["prompts"], base["max_new_tokens"])
+    return m, base, lower_bound(m, base, paired)
 
 
 def prop_acceptance_floor(cfg: FloorConfig, device: str | None = None) -> None:

@@ -9,6 +9,7 @@ the measurements as stamped JSON, and exits 1 on a regression. `--write-baseline
 this run as the baseline of its device kind and dtype instead."""
 from __future__ import annotations
 
+import argparse
 import json
 
 from harness.laws.acceptance_floor import (ALPHA, BASELINES, baseline_table,
@@ -28,9 +29,9 @@ def add_parser(sub) -> None:
     a.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
     a.add_argument("--dtype", default=None, help="default: bfloat16 on cuda, float32 on cpu")
     a.add_argument("--prompts", type=int, default=None,
-                   help="held-out prompts to run (default: 8 on cpu, 64 on cuda)")
+                   help="held-out prompts to run (default: 8 on cpu, 32 on cuda)")
     a.add_argument("--max-new-tokens", type=int, default=None,
-                   help="tokens per prompt (default: 48 on cpu, 128 on cuda)")
+                   help="tokens per prompt (default: 48 on cpu, 96 on cuda)")
     a.add_argument("--grid", choices=sorted(GRIDS), default=None,
                    help="configurations (default: quick on cpu, full on cuda)")
     a.add_argument("--drafters", default=",".join(DRAFTERS), help="eagle,standalone")
@@ -44,12 +45,13 @@ def add_parser(sub) -> None:
     a.add_argument("--fault-table", action="store_true", help="instead: each first-zoo "
                    "draft-side fault on, accept length and the acceptance laws' verdicts")
     a.add_argument("--faults", default=None, help="--fault-table: comma-separated subset")
+    a.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
 
 
 def defaults(args, device: str) -> tuple[str, int, int, str]:
     gpu = device.startswith("cuda")
     return (args.dtype or ("bfloat16" if gpu else "float32"),
-            args.prompts or (64 if gpu else 8), args.max_new_tokens or (128 if gpu else 48),
+            args.prompts or (32 if gpu else 8), args.max_new_tokens or (96 if gpu else 48),
             args.grid or ("full" if gpu else "quick"))
 
 
@@ -137,9 +139,12 @@ def main(args, device: str, argv: list[str]) -> int:
     dtype, n_prompts, max_new, grid = defaults(args, device)
     pair = trained_pair(args.fixture)
     if args.fault_table:
-        from harness.runners.fault_table import fault_table
+        from harness.runners.fault_table import fault_table, fault_table_isolated
         names = args.faults.split(",") if args.faults else None
-        rows = fault_table(pair, device, dtype, n_prompts, max_new, names, args.baselines)
+        if device.startswith("cuda") and not args.in_process:
+            rows = fault_table_isolated(names, argv)
+        else:
+            rows = fault_table(pair, device, dtype, n_prompts, max_new, names, args.baselines)
         from specdec.bench.results import write
         write(args.out or f"bench/results/acceptance-faults-{device_key(device, dtype)}.json",
               device, rows, None, {"dtype": dtype, "prompts": n_prompts,

@@ -10,6 +10,11 @@ engine that crashes under the fault is reported as such (caught, but not by acce
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
 
 from harness.laws.acceptance_floor import BASELINES, FloorConfig, measure_against_baseline
 from harness.laws.acceptance_path_invariant import PathPair, prop_acceptance_path_invariant
@@ -46,12 +51,13 @@ def _verdict(fn) -> tuple[str, object]:
         return f"crash ({type(exc).__name__})", exc
 
 
-def _floor_rows(pair, device: str, dtype: str, baselines: str) -> list[dict]:
+def _floor_rows(pair, device: str, dtype: str, baselines: str, n: int, new: int) -> list[dict]:
     rows = []
     for drafter, topk, steps, ndt in CONFIGS:
         for path, kw in PATHS.items():
             cfg = FloorConfig(drafter, topk, steps, ndt, dtype=dtype, **kw)
-            verdict, res = _verdict(lambda: measure_against_baseline(pair, cfg, device, baselines))
+            verdict, res = _verdict(lambda: measure_against_baseline(pair, cfg, device, baselines,
+                                                                     n, new))
             if verdict == "pass":
                 m, base, bound = res
                 verdict = "pass" if m.mean >= bound else "FAIL"
@@ -93,7 +99,7 @@ def fault_table(pair, device: str, dtype: str, n_prompts: int, max_new: int,
     rows = []
     for name in names:
         with faults.active(name):
-            floor = _floor_rows(pair, device, dtype, baselines)
+            floor = _floor_rows(pair, device, dtype, baselines, n_prompts, max_new)
             paths = _path_rows(pair, device, dtype, min(n_prompts, 6), min(max_new, 24))
         measured = [r for r in floor if r["mean"] is not None]
         worst = min(measured, key=lambda r: r["mean"] - r["baseline"], default=None)
@@ -121,3 +127,43 @@ def _summary(verdicts: list[str]) -> str:
         return "FAIL"
     crashed = [v for v in verdicts if v.startswith("crash")]
     return "crash" if crashed else "pass"
+
+
+def fault_table_isolated(names: list[str] | None, argv: list[str]) -> list[dict]:
+    """One process per fault (on a GPU a fault may leave the CUDA context unusable: a device
+    assert, an illegal address), each `python -m harness acceptance --fault-table --faults
+    NAME --in-process` with the caller's other arguments; their rows, merged."""
+    names = list(names or DRAFT_FAULTS)
+    rest, skip = [], False
+    for a in argv:  # drop the caller's own --faults / --out / --fault-table
+        if skip:
+            skip = False
+            continue
+        if a in ("--faults", "--out"):
+            skip = True
+            continue
+        if a == "--fault-table" or a.startswith(("--faults=", "--out=")) or a == "acceptance":
+            continue
+        rest.append(a)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            out = os.path.join(tmp, f"{name}.json")
+            cmd = [sys.executable, "-m", "harness", "acceptance", "--fault-table", "--faults",
+                   name, "--in-process", "--out", out, *rest]
+            subprocess.run(cmd, check=False)
+            if os.path.exists(out):
+                with open(out) as f:
+                    rows += json.load(f)["results"]
+            else:  # the process itself died: caught, by a crash
+                rows.append(dict(fault=name, source=faults.REGISTRY[name].source,
+                                 floor="crash (process)", paths="crash (process)",
+                                 caught=True, worst=None, without=None, with_fault=None))
+    print(f"\n{'fault':<45} {'without':>7} {'with':>6} {'floor':>6} {'paths':>6}  caught")
+    for r in rows:
+        w = ("-" if r["without"] is None else f"{r['without']:>7.3f} {r['with_fault']:>6.3f}")
+        print(f"{r['fault']:<45} {w} {r['floor']:>6} {r['paths']:>6}  "
+              f"{'yes' if r['caught'] else 'NO'}")
+    print(f"\n{sum(r['caught'] for r in rows)}/{len(rows)} draft-side faults caught by the "
+          "acceptance laws alone (one process per fault)")
+    return rows
