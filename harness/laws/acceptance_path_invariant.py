@@ -46,7 +46,7 @@ class PathPair(RunConfig):
 def path_pairs(drafts=("eagle", "perturbed", "perturbed:0.1", "self"), page_sizes=(1, 4, 16),
                graphs=(False, True), tp_sizes=(1,), dtypes=("float32",), model: str = "tiny",
                max_batch: int = 6, max_prompt_len: int = 24, max_new_tokens: int = 16,
-               max_ndt: int = 32):
+               max_ndt: int = 32, prefix=(False, True)):
     """Greedy runs (A) and a second path (B) differing in graphs, overlap, prefix cache, page
     size, batch and tensor parallelism, each drawn (Hypothesis shrinks towards A == B).
     max_ndt caps trees (a cheaper tier: any ndt in 2..its maximum is feasible)."""
@@ -58,7 +58,7 @@ def path_pairs(drafts=("eagle", "perturbed", "perturbed:0.1", "self"), page_size
                         b_batch="same" if cfg.prefix_cache else batch, b_tp_size=tp)
     base = run_configs(drafts=drafts, page_sizes=page_sizes, max_batch=max_batch, dtypes=dtypes,
                        graphs=graphs, max_prompt_len=max_prompt_len,
-                       max_new_tokens=max_new_tokens, prefix=(False, True))
+                       max_new_tokens=max_new_tokens, prefix=prefix)
     return st.builds(pair, base, st.tuples(
         st.sampled_from(graphs), st.booleans(), st.booleans(), st.sampled_from(page_sizes),
         st.sampled_from(BATCHES), st.sampled_from(tp_sizes)))

@@ -90,6 +90,10 @@ def _paths(on_gpu: bool, fixed: dict):
         tp = (1, 2) if torch.cuda.device_count() >= 2 else (1,)
         return path_pairs(dtypes=("float32", "bfloat16"), tp_sizes=tp, max_batch=8,
                           max_prompt_len=40, max_new_tokens=24, **kw)
+    if kw:  # the trained pair on a CPU: small runs, no shared-prefix workloads (their
+        # prompts come from greedy references of the larger model)
+        return path_pairs(max_batch=3, max_prompt_len=12, max_new_tokens=10, max_ndt=8,
+                          prefix=(False,), **kw)
     return path_pairs(max_batch=4, max_prompt_len=16, max_new_tokens=12, max_ndt=8, **kw)
 
 
