@@ -7,8 +7,9 @@ Two correct paths (eager and graph, other batch shapes) may compute logits a few
 where one of those choices is closer than the tie epsilon, they may pick differently and
 accept different lengths, and that is benign (harness.md oracle 6). Everything is in log
 space: a logit gap d between two tokens is a log-probability gap d, and cumulative scores
-(products of probabilities) are sums of log-probabilities, so one epsilon (TIE_EPS, logit
-units) serves every choice."""
+(products of probabilities) are sums of log-probabilities: a score of depth k carries k
+rows' rounding, so its gaps are divided by k, and one epsilon (TIE_EPS, logit units) serves
+every choice."""
 from __future__ import annotations
 
 import torch
@@ -31,14 +32,15 @@ def draft_choice_gap(step0_logits: torch.Tensor, decode_rows: list[torch.Tensor]
     gaps = [_boundary_gap(lp0, topk)]
     scores = torch.topk(lp0, topk).values                      # [topk] cumulative log-scores
     every = [scores]
-    for rows in decode_rows:
+    for depth, rows in enumerate(decode_rows, start=2):
         lp = torch.log_softmax(rows.double(), -1)              # [topk, V]
         gaps += [_boundary_gap(r, topk) for r in lp]
-        expand = scores[:, None] + torch.topk(lp, topk, -1).values  # [topk, topk]
-        gaps.append(_boundary_gap(expand, topk))
+        expand = scores[:, None] + torch.topk(lp, topk, -1).values  # [topk, topk], depth
+        gaps.append(_boundary_gap(expand, topk) / depth)
         every.append(expand.flatten())
         scores = torch.topk(expand.flatten(), topk).values
-    gaps.append(_boundary_gap(torch.cat(every), ndt - 1))      # organize: top ndt-1 nodes
+    # organize: the top ndt-1 nodes of every depth
+    gaps.append(_boundary_gap(torch.cat(every), ndt - 1) / (len(decode_rows) + 1))
     return min(gaps)
 
 
