@@ -1,7 +1,7 @@
 """The acceptance laws' observables and negative controls: per-round accept lengths as the
 engine reports them, a path that drafts differently (a fault on the eager multi-step draft
-alone) rejected by acceptance_path_invariant, and a draft-side fault (SGLang #25015's draft
-position off by one) pushing the trained pair below acceptance_floor. The laws themselves
+alone) rejected by acceptance_path_invariant, and draft-side faults of the first zoo pushing
+the trained pair below acceptance_floor. The laws themselves
 run as suite entries (tests/test_properties.py)."""
 from __future__ import annotations
 
@@ -69,12 +69,29 @@ def test_path_invariant_rejects_a_path_that_drafts_differently():
             prop_acceptance_path_invariant(_UNSLICED, DEVICE)
 
 
-@pytest.mark.parametrize("drafter", ["eagle", "standalone"])
-def test_floor_rejects_the_draft_position_off_by_one(drafter):
-    """Negative control: draft_positions_early_increment (SGLang #25015) runs every draft
-    forward one position late; tokens stay right, accept length drops below the floor."""
-    cfg = FloorConfig(drafter, 1, 3, 4, dtype=DTYPE)
-    prop_acceptance_floor(cfg, DEVICE)  # the same configuration passes without the fault
-    with faults.active("draft_positions_early_increment"):
+# (fault, configuration along the path that exposes it). The trained EAGLE head barely uses
+# its own draft KV and positions (its signal is the target's hidden state), so SGLang #25015's
+# off-by-one moves its accept length by ~0.01; the standalone drafter loses ~0.2, which the
+# GPU tier's sample resolves and the CPU tier's (about 110 rounds) does not. On a CPU the
+# controls run 4 of the baseline's prompts (the unpaired bound: a wider margin).
+_FEW = dict(prompts=4, max_new_tokens=32) if DEVICE == "cpu" else {}
+_FLOOR_CONTROLS = [
+    ("draft_extend_width_steps_plus_one",  # SGLang #27545: the captured draft extend, trees
+     FloorConfig("eagle", 4, 4, 8, cuda_graph=True, graph_bs=(1, 2, 4), dtype=DTYPE, **_FEW)),
+    ("stale_draft_kv_after_accept",  # vLLM #14649
+     FloorConfig("standalone", 1, 3, 4, dtype=DTYPE, **_FEW)),
+]
+if DEVICE == "cuda":
+    _FLOOR_CONTROLS.append(("draft_positions_early_increment",  # SGLang #25015
+                            FloorConfig("standalone", 1, 3, 4, dtype=DTYPE)))
+
+
+@pytest.mark.parametrize("fault,cfg", _FLOOR_CONTROLS, ids=[f for f, _ in _FLOOR_CONTROLS])
+def test_floor_rejects_a_draft_side_fault(fault, cfg):
+    """Negative control: a first-zoo draft-side fault leaves the tokens right (verification
+    corrects them) and drops the trained pair's accept length below the floor; the same
+    configuration and path pass without it."""
+    prop_acceptance_floor(cfg, DEVICE)
+    with faults.active(fault):
         with pytest.raises(OracleFailure, match="acceptance_floor"):
             prop_acceptance_floor(cfg, DEVICE)

@@ -58,7 +58,8 @@ def load_baselines(path: str = BASELINES) -> dict:
 
 
 def baseline_table(device: str, dtype: str, path: str = BASELINES, pair=None) -> dict:
-    """config key -> {"mean", "std", "rounds", "prompts", "max_new_tokens"} for this device
+    """config key -> {"mean", "std", "rounds", "prompts", "max_new_tokens", "prompt_len"} (0:
+    whole prompts) for this device
     kind and dtype. With `pair`, refuses baselines measured on other weights or prompts."""
     doc = load_baselines(path)
     if pair is not None and doc.get("pair") not in (None, pair.identity()):
@@ -89,6 +90,8 @@ class FloorConfig:
     batch: str = "together"
     graph_bs: tuple = ()
     dtype: str = "float32"
+    prompts: int = 0          # > 0: fewer held-out prompts than the baseline (unpaired bound)
+    max_new_tokens: int = 0   # > 0: other output lengths than the baseline's (unpaired bound)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "graph_bs", tuple(self.graph_bs))
@@ -118,7 +121,8 @@ def check_floor(cfg: FloorConfig, m: Measured, base: dict, paired: bool) -> floa
 
 
 def measure_against_baseline(pair, cfg: FloorConfig, device: str, path: str = BASELINES,
-                             n_prompts: int | None = None, max_new_tokens: int | None = None):
+                             n_prompts: int | None = None, max_new_tokens: int | None = None,
+                             prompt_len: int | None = None):
     """(measured, baseline entry, bound) of cfg, on the baseline's own prompts and lengths
     unless others are given (then the bound is the unpaired one)."""
     table = baseline_table(device, cfg.dtype, path, pair)
@@ -127,15 +131,17 @@ def measure_against_baseline(pair, cfg: FloorConfig, device: str, path: str = BA
                          f"{path}: run `python -m harness acceptance --write-baseline`")
     base = table[cfg.key]
     n, new = n_prompts or base["prompts"], max_new_tokens or base["max_new_tokens"]
+    plen = base["prompt_len"] if prompt_len is None else prompt_len
     m = measure(pair, cfg.drafter, cfg.topk, cfg.num_steps, cfg.ndt, n, new, device, cfg.dtype,
-                cfg.cuda_graph, cfg.page_size, cfg.overlap, cfg.graph_bs, cfg.batch)
-    paired = (n, new) == (base["prompts"], base["max_new_tokens"])
+                cfg.cuda_graph, cfg.page_size, cfg.overlap, cfg.graph_bs, cfg.batch, plen)
+    paired = (n, new, plen) == (base["prompts"], base["max_new_tokens"], base["prompt_len"])
     return m, base, lower_bound(m, base, paired)
 
 
 def prop_acceptance_floor(cfg: FloorConfig, device: str | None = None) -> None:
-    """Law (acceptance_floor): on the trained pair's held-out prompts (as many, and as many
-    new tokens, as its baseline used), greedy, the mean accept length of cfg's configuration
+    """Law (acceptance_floor): on the trained pair's held-out prompts (as many, as long, and
+    with as many new tokens as its baseline used, unless cfg asks for fewer: then the
+    baseline's own standard error joins the margin), greedy, the mean accept length of cfg's configuration
     along cfg's path (graphs, page size, overlap, batch) is at least baseline - z_{1-alpha}
     * s / sqrt(n), where the baseline is the committed one for that configuration on this
     device kind and dtype, s the sample standard deviation of the n per-round accept lengths,
@@ -145,8 +151,11 @@ def prop_acceptance_floor(cfg: FloorConfig, device: str | None = None) -> None:
     from harness.strategies.runs import default_device
     device = device or default_device()
     pair = trained_pair(os.environ.get("SPECDEC_TRAINED_PAIR"))
-    m, base, _ = measure_against_baseline(pair, cfg, device)
-    check_floor(cfg, m, base, paired=True)
+    m, base, _ = measure_against_baseline(pair, cfg, device, BASELINES, cfg.prompts or None,
+                                          cfg.max_new_tokens or None)
+    paired = ((cfg.prompts or base["prompts"], cfg.max_new_tokens or base["max_new_tokens"])
+              == (base["prompts"], base["max_new_tokens"]))
+    check_floor(cfg, m, base, paired)
 
 
 def floor_configs(device: str, dtype: str, graphs=(False, True), page_sizes=(1, 4, 16),

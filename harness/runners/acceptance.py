@@ -32,6 +32,9 @@ def add_parser(sub) -> None:
                    help="held-out prompts to run (default: 8 on cpu, 32 on cuda)")
     a.add_argument("--max-new-tokens", type=int, default=None,
                    help="tokens per prompt (default: 48 on cpu, 96 on cuda)")
+    a.add_argument("--prompt-len", type=int, default=None,
+                   help="use the last N tokens of each prompt (default: 64 on cpu, where the "
+                        "reference attention makes long prefills slow; 0, whole, on cuda)")
     a.add_argument("--grid", choices=sorted(GRIDS), default=None,
                    help="configurations (default: quick on cpu, full on cuda)")
     a.add_argument("--drafters", default=",".join(DRAFTERS), help="eagle,standalone")
@@ -48,29 +51,34 @@ def add_parser(sub) -> None:
     a.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
 
 
-def defaults(args, device: str) -> tuple[str, int, int, str]:
+def defaults(args, device: str) -> tuple[str, int, int, int, str]:
     gpu = device.startswith("cuda")
+    plen = args.prompt_len if args.prompt_len is not None else (0 if gpu else 64)
     return (args.dtype or ("bfloat16" if gpu else "float32"),
             args.prompts or (32 if gpu else 8), args.max_new_tokens or (96 if gpu else 48),
-            args.grid or ("full" if gpu else "quick"))
+            plen, args.grid or ("full" if gpu else "quick"))
 
 
 def run_gate(pair, device: str, dtype: str, n_prompts: int, max_new_tokens: int,
-             configs: list, drafters: list[str], baselines: str = BASELINES) -> list[dict]:
+             prompt_len: int, configs: list, drafters: list[str],
+             baselines: str = BASELINES) -> list[dict]:
     """One row per (drafter, configuration): measured mean, bound and verdict."""
     table = baseline_table(device, dtype, baselines, pair)
     rows = []
     for drafter in drafters:
         for topk, steps, ndt in configs:
-            m = measure(pair, drafter, topk, steps, ndt, n_prompts, max_new_tokens, device, dtype)
+            m = measure(pair, drafter, topk, steps, ndt, n_prompts, max_new_tokens, device, dtype,
+                        prompt_len=prompt_len)
             key = config_key(drafter, topk, steps, ndt)
             base = table.get(key)
             row = {"config": key, "drafter": drafter, "topk": topk, "num_steps": steps,
                    "ndt": ndt, "rounds": m.rounds, "mean": m.mean, "std": m.std,
                    "prompts": n_prompts, "max_new_tokens": max_new_tokens,
+                   "prompt_len": prompt_len,
                    "baseline": None, "lower_bound": None, "verdict": "no baseline"}
             if base is not None:
-                paired = (base["prompts"], base["max_new_tokens"]) == (n_prompts, max_new_tokens)
+                paired = ((base["prompts"], base["max_new_tokens"], base["prompt_len"])
+                          == (n_prompts, max_new_tokens, prompt_len))
                 bound = lower_bound(m, base, paired)
                 row.update(baseline=base["mean"], lower_bound=bound,
                            verdict="ok" if m.mean >= bound else "REGRESSION")
@@ -94,7 +102,8 @@ def write_baseline(rows: list[dict], pair, device: str, dtype: str, path: str) -
         doc["tables"] = {}  # another pair: every device's baseline is stale
     doc.update(alpha=ALPHA, pair=pair.identity())
     doc["tables"][device_key(device, dtype)] = {
-        r["config"]: {k: r[k] for k in ("mean", "std", "rounds", "prompts", "max_new_tokens")}
+        r["config"]: {k: r[k] for k in ("mean", "std", "rounds", "prompts", "max_new_tokens",
+                                        "prompt_len")}
         for r in rows}
     with open(path, "w") as f:
         json.dump(doc, f, indent=1, sort_keys=True)
@@ -136,7 +145,7 @@ def plot(rows: list[dict], png: str, title: str) -> None:
 
 
 def main(args, device: str, argv: list[str]) -> int:
-    dtype, n_prompts, max_new, grid = defaults(args, device)
+    dtype, n_prompts, max_new, plen, grid = defaults(args, device)
     pair = trained_pair(args.fixture)
     if args.fault_table:
         from harness.runners.fault_table import fault_table, fault_table_isolated
@@ -144,22 +153,26 @@ def main(args, device: str, argv: list[str]) -> int:
         if device.startswith("cuda") and not args.in_process:
             rows = fault_table_isolated(names, argv)
         else:
-            rows = fault_table(pair, device, dtype, n_prompts, max_new, names, args.baselines)
+            rows = fault_table(pair, device, dtype, n_prompts, max_new, plen, names,
+                               args.baselines)
         from specdec.bench.results import write
         write(args.out or f"bench/results/acceptance-faults-{device_key(device, dtype)}.json",
               device, rows, None, {"dtype": dtype, "prompts": n_prompts,
-                                   "max_new_tokens": max_new, "pair": pair.identity()},
+                                   "max_new_tokens": max_new, "prompt_len": plen,
+                                   "pair": pair.identity()},
               argv, plot=False, prog="python -m harness")
         return 0 if all(r["caught"] for r in rows) else 1
     drafters = [d.strip() for d in args.drafters.split(",") if d.strip()]
-    print(f"acceptance on {device} {dtype}: {n_prompts} held-out prompts x {max_new} new "
-          f"tokens, greedy; bound: baseline - z_(1-{ALPHA:g}) * s / sqrt(rounds)\n{HEADER}")
-    rows = run_gate(pair, device, dtype, n_prompts, max_new, GRIDS[grid], drafters,
+    print(f"acceptance on {device} {dtype}: {n_prompts} held-out prompts "
+          f"({f'last {plen} tokens' if plen else 'whole'}) x {max_new} new tokens, greedy; "
+          f"bound: baseline - z_(1-{ALPHA:g}) * s / sqrt(rounds)\n{HEADER}")
+    rows = run_gate(pair, device, dtype, n_prompts, max_new, plen, GRIDS[grid], drafters,
                     args.baselines)
     out = args.out or f"bench/results/acceptance-{device_key(device, dtype)}.json"
     from specdec.bench.results import write
     write(out, device, rows, None, {"dtype": dtype, "prompts": n_prompts,
-                                    "max_new_tokens": max_new, "alpha": ALPHA,
+                                    "max_new_tokens": max_new, "prompt_len": plen,
+                                    "alpha": ALPHA,
                                     "pair": pair.identity()}, argv, plot=False,
           prog="python -m harness")
     try:

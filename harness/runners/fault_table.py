@@ -51,13 +51,14 @@ def _verdict(fn) -> tuple[str, object]:
         return f"crash ({type(exc).__name__})", exc
 
 
-def _floor_rows(pair, device: str, dtype: str, baselines: str, n: int, new: int) -> list[dict]:
+def _floor_rows(pair, device: str, dtype: str, baselines: str, n: int, new: int,
+                plen: int) -> list[dict]:
     rows = []
     for drafter, topk, steps, ndt in CONFIGS:
         for path, kw in PATHS.items():
             cfg = FloorConfig(drafter, topk, steps, ndt, dtype=dtype, **kw)
             verdict, res = _verdict(lambda: measure_against_baseline(pair, cfg, device, baselines,
-                                                                     n, new))
+                                                                     n, new, plen))
             if verdict == "pass":
                 m, base, bound = res
                 verdict = "pass" if m.mean >= bound else "FAIL"
@@ -82,7 +83,7 @@ def _path_rows(pair, device: str, dtype: str, n: int, max_new: int) -> list[dict
     return rows
 
 
-def fault_table(pair, device: str, dtype: str, n_prompts: int, max_new: int,
+def fault_table(pair, device: str, dtype: str, n_prompts: int, max_new: int, prompt_len: int,
                 names: list[str] | None = None, baselines: str = BASELINES) -> list[dict]:
     """One row per fault: the largest drop of accept length it causes (configuration and
     path), and whether the acceptance laws alone catch it."""
@@ -90,8 +91,8 @@ def fault_table(pair, device: str, dtype: str, n_prompts: int, max_new: int,
     unknown = [n for n in names if n not in faults.REGISTRY]
     if unknown:
         raise ValueError(f"unknown fault(s) {unknown}; draft-side faults: {list(DRAFT_FAULTS)}")
-    clean = {(d, k, s, n): measure(pair, d, k, s, n, n_prompts, max_new, device, dtype).mean
-             for d, k, s, n in CONFIGS}
+    clean = {(d, k, s, n): measure(pair, d, k, s, n, n_prompts, max_new, device, dtype,
+                                   prompt_len=prompt_len).mean for d, k, s, n in CONFIGS}
     print(f"accept length without a fault (eager, {n_prompts} prompts x {max_new} tokens): "
           + ", ".join(f"{d} {k},{s},{n}: {v:.3f}" for (d, k, s, n), v in clean.items()))
     print(f"\n{'fault':<45} {'worst config / path':<38} {'without':>7} {'with':>6} "
@@ -99,7 +100,7 @@ def fault_table(pair, device: str, dtype: str, n_prompts: int, max_new: int,
     rows = []
     for name in names:
         with faults.active(name):
-            floor = _floor_rows(pair, device, dtype, baselines, n_prompts, max_new)
+            floor = _floor_rows(pair, device, dtype, baselines, n_prompts, max_new, prompt_len)
             paths = _path_rows(pair, device, dtype, min(n_prompts, 6), min(max_new, 24))
         measured = [r for r in floor if r["mean"] is not None]
         worst = min(measured, key=lambda r: r["mean"] - r["baseline"], default=None)

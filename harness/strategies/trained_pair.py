@@ -15,7 +15,7 @@ from specdec.validate import reserve_margin
 # The standalone drafter of the floor: the trained target with seeded noise in its upper
 # layers (specdec/model/perturbed.py); the target drafting for itself would accept every
 # draft (the self-draft law's business, not a floor).
-STANDALONE = "perturbed:0.1"
+STANDALONE = "perturbed:0.3"
 DRAFTERS = ("eagle", "standalone")
 
 
@@ -109,14 +109,17 @@ class Measured:
 def measure(pair: TrainedPair, drafter: str, topk: int, num_steps: int, ndt: int,
             n_prompts: int, max_new_tokens: int, device: str, dtype: str,
             cuda_graph: bool = False, page_size: int = 1, overlap: bool = False,
-            graph_bs: tuple = (), batch: str = "together") -> Measured:
-    """The first n_prompts held-out prompts, greedy, max_new_tokens each, through one engine
-    (`batch`: "together", all queued at once, or "halves", the second half two steps
-    later)."""
+            graph_bs: tuple = (), batch: str = "together", prompt_len: int = 0) -> Measured:
+    """The first n_prompts held-out prompts (prompt_len > 0: the last prompt_len tokens of
+    each, where the text goes on: a cheaper prefill on a CPU), greedy, max_new_tokens each,
+    through one engine (`batch`: "together", all queued at once, or "halves", the second
+    half two steps later)."""
     prompts = pair.prompts
     if not 1 <= n_prompts <= len(prompts):
         raise ValueError(f"n_prompts={n_prompts}: the held-out set has {len(prompts)} prompts")
-    prompts = prompts[:n_prompts]
+    if prompt_len < 0:
+        raise ValueError(f"prompt_len={prompt_len}: expected 0 (whole prompts) or a length")
+    prompts = [p[-prompt_len:] if prompt_len else p for p in prompts[:n_prompts]]
     spec = SpecConfig(topk, num_steps, ndt)
     context = max(map(len, prompts)) + max_new_tokens + reserve_margin(spec, page_size, overlap)
     eng = Engine(model=pair.target, spec=spec, draft=pair.draft_arg(drafter), device=device,
