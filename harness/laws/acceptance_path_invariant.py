@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 
 from harness.laws.common import OracleFailure
-from harness.strategies.prefix_workloads import serve_waves, waves_of
-from harness.strategies.drawn_run import build_engine, prompts_for, run, sampling_for
-from harness.references.dense import top2_margins
 from harness.references.acceptance_ties import draft_choice_gap, target_path_gap
-from harness.strategies.runs import default_device, new_token_counts
-from harness.strategies.configs import RunConfig, run_configs
+from harness.references.dense import top2_margins
 from harness.references.ties import TIE_EPS
+from harness.strategies.configs import RunConfig, run_configs
+from harness.strategies.drawn_run import build_engine, prompts_for, run, sampling_for
+from harness.strategies.prefix_workloads import serve_waves, waves_of
+from harness.strategies.runs import default_device, new_token_counts
 from specdec.trace import TraceRecorder
 
 BATCHES = ("same", "reversed", "halves", "alone")  # how path B's batch differs from A's

@@ -115,8 +115,8 @@ def run(device: str, dtype: str, batch_sizes: list[int], new_tokens: int, config
              "cuda_graph": True, "overlap": True, "round_cost_source": round_cost,
              "convention": "tokens_per_s: output tokens of one generate() call over the "
                            "median wall time of 3 such calls, after a warm-up call of the same "
-                           "batch; speedup: spec over plain at the same bs. projected_llama8b_speedup is a PROJECTION, "
-                           "not a measurement: mean_accept_length (measured here) / llama-8b's "
-                           "round cost in decode steps (measured by bench spec, "
-                           "round_cost_source)."}
+                           "batch; speedup: spec over plain at the same bs. "
+                           "projected_llama8b_speedup is a PROJECTION, not a measurement: "
+                           "mean_accept_length (measured here) / llama-8b's round cost in "
+                           "decode steps (measured by bench spec, round_cost_source)."}
     return rows, extra
