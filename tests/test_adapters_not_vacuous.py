@@ -13,11 +13,11 @@ import pytest
 
 from harness.adapters.protocol import Spec
 from harness.adapters.registry import get_adapter
-from harness.engine_cases import EngineCase
-from harness.oracles import OracleFailure
+from harness.strategies.engine_cases import EngineCase
+from harness.laws.common import OracleFailure
 from harness.runners.engine_suite import ENGINE_LAWS
 
-SETTINGS = {"transformers": {"dtype": "float32", "model_seed": 0},
+SETTINGS = {"transformers": {"dtype": "float32", "model_seed": 0, "pad_token_id": None},
             "specdec": {"dtype": "float32", "page_size": 4, "cuda_graph": False,
                         "overlap": False}}
 SPECS = {"transformers": Spec("perturbed:0.002", 4, None, (("schedule", "constant"),

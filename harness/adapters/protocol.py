@@ -47,6 +47,12 @@ cannot serve is reported as "not applicable: needs X", never as passed.
 - WHITE_BOX: specdec's per-forward trace and KV pools (the structure, KV-content, graph,
   overlap, prefix-cache and TP laws). Only harness/adapters/specdec_engine.py has it.
 
+Known findings: `known` (optional) lists the violations already found in your engine and
+recorded (docs/findings/, each with an xfail(strict=True) regression test). The laws draw
+around a known finding's cases, so that CI stays green until upstream fixes it (the strict
+xfail then fails, and the entry is removed); SPECDEC_KNOWN_FINDINGS=include draws them too
+(`python -m harness check --with-known`).
+
 Errors: raise ValueError naming the value and what is allowed for a request or spec your
 engine refuses; the harness only draws what `spec_space` and `max_batch` allow.
 """
@@ -130,6 +136,16 @@ class Completion:
     logits: torch.Tensor | None = None  # TARGET_LOGITS: [len(tokens), vocab] at emitted positions
 
 
+@dataclass(frozen=True)
+class Known:
+    """A recorded violation: which laws it breaks, where it is written up, and which drawn
+    cases hit it (`matches(adapter, case)`, evaluated before the case runs)."""
+    id: str
+    laws: tuple[str, ...]
+    doc: str                      # docs/findings/<id>.py
+    matches: Any                  # (adapter, EngineCase) -> bool
+
+
 @runtime_checkable
 class Adapter(Protocol):
     name: str                           # the --engine name
@@ -140,6 +156,7 @@ class Adapter(Protocol):
     settings: dict                      # JSON: build(device, **settings) rebuilds this adapter
     dtype: torch.dtype                  # the target's: sets the tie margin (harness ties)
     why_not: dict                       # Observable -> why this engine does not offer it
+    known: tuple                        # Known findings (optional)
 
     @classmethod
     def build(cls, device: str, **settings) -> "Adapter": ...

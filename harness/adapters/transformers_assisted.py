@@ -25,6 +25,9 @@ Observables:
 - BATCHING only where assisted generation accepts a batch of more than one row (left
   padded): probed at build time, and transformers 5.x refuses ("assisted generate is only
   supported for batch_size = 1"), so max_batch is 1 there.
+Settings drawn about the engine: dtype, and `pad_token_id` (None: the tiny model has none,
+like most decoder-only checkpoints; 0: a pad id that prompts may contain, like checkpoints
+whose pad is <unk> = 0). The adapter always passes an all-ones attention_mask.
 Finish reasons: transformers returns none; the adapter says "stop" when the last token is a
 stop id and "length" otherwise (the finish law then checks the length).
 """
@@ -35,7 +38,7 @@ import copy
 import torch
 from hypothesis import strategies as st
 
-from harness.adapters.protocol import Completion, Observable, Request, Round, Spec
+from harness.adapters.protocol import Completion, Known, Observable, Request, Round, Spec
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 TARGET = dict(vocab_size=320, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -47,6 +50,31 @@ OTHER = dict(vocab_size=320, hidden_size=32, intermediate_size=64, num_hidden_la
 # Llama default, makes a near-uniform model that repeats two tokens).
 INIT_STD = 0.1
 DRAFTERS = ("other", "self", "perturbed:0.002", "perturbed:0.01", "prompt_lookup")
+
+
+def _pad_in_prompt(adapter, case) -> bool:
+    from harness.strategies.engine_cases import requests_for
+    pad = adapter.settings["pad_token_id"]
+    return (pad is not None and case.spec["drafter"] != "prompt_lookup"
+            and any(pad in r.prompt for r in requests_for(case, adapter.vocab_size)))
+
+
+def _heuristic_default_length(adapter, case) -> bool:
+    spec = case.spec_obj
+    return (case.temperature > 0 and spec.drafter != "prompt_lookup"
+            and spec.draft_length is None and spec.get("schedule") == "heuristic")
+
+
+# Recorded findings (docs/findings/): the laws draw around their cases until upstream fixes
+# them; each has a strict xfail regression test that flips then.
+KNOWN = (
+    Known("transformers_assistant_masks_pad_ids", ("engine_self_draft",),
+          "docs/findings/transformers_assistant_masks_pad_ids.py", _pad_in_prompt),
+    Known("transformers_heuristic_schedule_persists",
+          ("engine_seeded_determinism", "engine_finish"),
+          "docs/findings/transformers_heuristic_schedule_persists.py",
+          _heuristic_default_length),
+)
 
 
 def _quiet() -> None:
@@ -114,14 +142,20 @@ class RoundCounter:
 class TransformersAdapter:
     name = "transformers"
 
-    def __init__(self, device: str = "cpu", dtype: str = "float32", model_seed: int = 0) -> None:
+    known = KNOWN
+
+    def __init__(self, device: str = "cpu", dtype: str = "float32", model_seed: int = 0,
+                 pad_token_id: int | None = None) -> None:
         if dtype not in DTYPES:
             raise ValueError(f"dtype={dtype!r}: expected one of {sorted(DTYPES)}")
         if dtype == "bfloat16" and not device.startswith("cuda"):
             raise ValueError("dtype='bfloat16' is drawn on CUDA only (CPU runs fp32)")
         _quiet()
         self.device, self.dtype = device, DTYPES[dtype]
-        self.settings = {"dtype": dtype, "model_seed": model_seed}
+        if pad_token_id is not None and not 0 <= pad_token_id < TARGET["vocab_size"]:
+            raise ValueError(f"pad_token_id={pad_token_id}: expected None or a token id in "
+                             f"[0, {TARGET['vocab_size']})")
+        self.settings = {"dtype": dtype, "model_seed": model_seed, "pad_token_id": pad_token_id}
         self.target = tiny_llama(TARGET, model_seed, device, self.dtype)
         self.vocab_size = TARGET["vocab_size"]
         self._drafters: dict[str, object] = {}
@@ -144,7 +178,8 @@ class TransformersAdapter:
     @classmethod
     def settings_space(cls, device: str):
         dtypes = ("float32", "bfloat16") if device.startswith("cuda") else ("float32",)
-        return st.fixed_dictionaries({"dtype": st.sampled_from(dtypes), "model_seed": st.just(0)})
+        return st.fixed_dictionaries({"dtype": st.sampled_from(dtypes), "model_seed": st.just(0),
+                                      "pad_token_id": st.sampled_from((None, 0))})
 
     def version(self) -> str:
         import transformers
@@ -184,7 +219,7 @@ class TransformersAdapter:
         try:
             self.target.generate(ids, attention_mask=torch.ones_like(ids),
                                  assistant_model=self.drafter("other"), max_new_tokens=2,
-                                 do_sample=False, pad_token_id=0)
+                                 do_sample=False, pad_token_id=0)  # padding: a pad id
         except ValueError as exc:
             return str(exc)
         return None
@@ -214,7 +249,8 @@ class TransformersAdapter:
     def _one(self, req: Request, spec: Spec | None) -> Completion:
         ids = torch.tensor([req.prompt], device=self.device)
         kw = dict(max_new_tokens=req.max_new_tokens, do_sample=not req.greedy,
-                  output_logits=True, return_dict_in_generate=True, pad_token_id=0,
+                  output_logits=True, return_dict_in_generate=True,
+                  pad_token_id=self.settings["pad_token_id"],
                   eos_token_id=list(req.stop_token_ids) or None,
                   attention_mask=torch.ones_like(ids))
         if not req.greedy:

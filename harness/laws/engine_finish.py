@@ -20,10 +20,10 @@ import random
 from dataclasses import replace
 
 from harness.adapters.protocol import Observable
-from harness.engine_cases import EngineCase, engine_cases, requests_for
-from harness.finish import check_finish
+from harness.strategies.engine_cases import EngineCase, engine_cases, requests_for
+from harness.laws.finish import check_finish
 from harness.laws.engine_support import fail, margins, plain_continuation, run
-from harness.oracles import OracleFailure
+from harness.laws.common import OracleFailure
 
 NAME = "engine_finish"
 NEEDS = frozenset({Observable.PLAIN_GREEDY, Observable.TARGET_LOGITS})
@@ -34,8 +34,8 @@ def cases(engine: str, device: str):
     from hypothesis import strategies as st
     from harness.adapters.registry import default_adapter
     sampled = Observable.SEEDED in default_adapter(engine, device).observables
-    greedy = engine_cases(engine, device)
-    return st.one_of(greedy, engine_cases(engine, device, sampled=True)) if sampled else greedy
+    greedy = engine_cases(engine, device, NAME)
+    return st.one_of(greedy, engine_cases(engine, device, NAME, sampled=True)) if sampled else greedy
 
 
 def draw_stops(rng: random.Random, prompt, continuation: list[int], cap: int) -> tuple:

@@ -10,16 +10,16 @@ knob space, batches up to its max_batch, ragged prompts and max_new_tokens, no s
 from __future__ import annotations
 
 from harness.adapters.protocol import Observable
-from harness.engine_cases import EngineCase, engine_cases, requests_for
+from harness.strategies.engine_cases import EngineCase, engine_cases, requests_for
 from harness.laws.engine_support import fail, margins, run
-from harness.ties import compare_greedy
+from harness.references.ties import compare_greedy
 
 NAME = "engine_lossless_greedy"
 NEEDS = frozenset({Observable.PLAIN_GREEDY, Observable.TARGET_LOGITS})
 
 
 def cases(engine: str, device: str):
-    return engine_cases(engine, device)
+    return engine_cases(engine, device, NAME)
 
 
 def check(adapter, case: EngineCase) -> dict:

@@ -18,8 +18,8 @@ import numpy as np
 from hypothesis import settings
 
 from harness.adapters.protocol import Observable, Request
-from harness.distribution import check_pairs, filtered_probs
-from harness.engine_cases import EngineCase, engine_cases
+from harness.laws.distribution import check_pairs, filtered_probs
+from harness.strategies.engine_cases import EngineCase, engine_cases
 from harness.laws.engine_support import fail, run
 
 NAME = "engine_sampled_distribution"
@@ -29,7 +29,7 @@ ALPHA = 1e-4
 
 def cases(engine: str, device: str):
     n = 2000 if settings._current_profile == "nightly" else 400
-    return engine_cases(engine, device, sampled=True, batched=False, n=n)
+    return engine_cases(engine, device, NAME, sampled=True, batched=False, n=n)
 
 
 def exact_pairs(adapter, prompt: list[int], t: float, k: int, p: float) -> dict:

@@ -14,16 +14,16 @@ depth to which it is present (specdec's white-box self_draft law checks that).""
 from __future__ import annotations
 
 from harness.adapters.protocol import Observable
-from harness.engine_cases import EngineCase, engine_cases, requests_for
+from harness.strategies.engine_cases import EngineCase, engine_cases, requests_for
 from harness.laws.engine_support import fail, margins, run
-from harness.ties import TIE_EPS
+from harness.references.ties import TIE_EPS
 
 NAME = "engine_self_draft"
 NEEDS = frozenset({Observable.SELF_DRAFT, Observable.ACCEPT_LENGTHS, Observable.TARGET_LOGITS})
 
 
 def cases(engine: str, device: str):
-    return engine_cases(engine, device, spec_fixed={"drafter": "self", "tree_width": 1})
+    return engine_cases(engine, device, NAME, spec_fixed={"drafter": "self", "tree_width": 1})
 
 
 def check(adapter, case: EngineCase) -> dict:

@@ -7,7 +7,7 @@ from dataclasses import replace
 import torch
 
 from harness.adapters.protocol import Completion, Request, check_completion
-from harness.oracles import OracleFailure
+from harness.laws.common import OracleFailure
 
 
 def margins(adapter, req: Request, ref: Completion) -> list[float]:

@@ -10,6 +10,7 @@ import time
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from harness.adapters.registry import default_adapter
+from harness.strategies.engine_cases import include_known
 from harness.runners.engine_suite import (ENGINE_LAWS, WHITE_BOX, not_applicable,
                                           repro_command, run_case)
 
@@ -48,6 +49,11 @@ def _chunk(rep: LawReport, engine: str, device: str, chunk_seed: int, profile) -
     try:
         run()
     except Exception as exc:  # noqa: BLE001 - every kind is a failure to report
+        inner = getattr(exc, "exceptions", None)  # Hypothesis's Flaky groups what it saw
+        if inner:
+            exc = inner[0]
+            exc.add_note("flaky: it passed when Hypothesis replayed it in the same process "
+                         "(state the engine keeps across calls?)")
         rep.failures.append((failing[-1] if failing else None, exc))
     rep.examples += len(seen)
     rep.covered.update(c.axes for c in seen)
@@ -81,6 +87,10 @@ def print_reports(engine: str, device: str, reports: list[LawReport], white_box:
           f"{', '.join(sorted(o.value for o in adapter.observables))}", file=out)
     for obs, why in sorted(getattr(adapter, "why_not", {}).items()):
         print(f"  without {obs.value}: {why}", file=out)
+    known = getattr(adapter, "known", ())
+    for k in known:
+        print(f"  recorded finding {k.id} ({', '.join(k.laws)}; {k.doc}): "
+              + ("drawn (--with-known)" if include_known() else "drawn around"), file=out)
     print(f"{'law':<28} {'examples':>8} {'configs':>8} {'failures':>8} {'time':>8}", file=out)
     for rep in reports:
         print(rep.row(), file=out)
@@ -89,7 +99,8 @@ def print_reports(engine: str, device: str, reports: list[LawReport], white_box:
         print(f"{name:<28} {na}", file=out)
     failed = [(r.name, c, e) for r in reports for c, e in r.failures]
     for name, case, exc in failed:
-        print(f"\nFAILED {name}: {exc}", file=out)
+        notes = [n for n in getattr(exc, "__notes__", ()) if not n.startswith("replay:")]
+        print(f"\nFAILED {name}: {exc}" + "".join(f"\n  {n}" for n in notes), file=out)
         if case is not None:
             print(f"  minimal case: {case.to_dict()}", file=out)
             print(f"  replay: {repro_command(name, case, device)}", file=out)

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 
 from harness.adapters.protocol import Observable
 from harness.adapters.registry import default_adapter
-from harness.engine_cases import EngineCase
+from harness.strategies.engine_cases import EngineCase
 from harness.laws import (engine_finish, engine_lossless_greedy, engine_sampled_distribution,
                           engine_seeded_determinism, engine_self_draft)
 
@@ -21,7 +21,7 @@ ENGINE_LAWS = {m.NAME: m for m in (engine_lossless_greedy, engine_finish, engine
                                    engine_sampled_distribution, engine_seeded_determinism)}
 WHITE_BOX = frozenset({Observable.WHITE_BOX})
 # Examples per law in plain `pytest` on CPU (the CI tier): a few seconds per law and engine.
-CPU_EXAMPLES = {"specdec": 3, "transformers": 3}
+CPU_EXAMPLES = {"specdec": 5, "transformers": 5}
 # Laws that run N requests per example take fewer examples (as suite.Entry.fraction).
 FRACTION = {engine_sampled_distribution.NAME: 3}
 

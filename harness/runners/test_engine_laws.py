@@ -14,7 +14,7 @@ from hypothesis import settings
 from harness.adapters.registry import default_adapter
 from harness.runners.engine_suite import (CPU_EXAMPLES, ENGINE_LAWS, FRACTION, law_test,
                                           not_applicable)
-from harness.runs import default_device
+from harness.strategies.runs import default_device
 
 DEVICE = default_device()
 BUILTIN = ("specdec", "transformers")

@@ -31,7 +31,8 @@ class RunConfig:
     top_k: int = 0
     top_p: float = 1.0
     ragged: bool = False            # max_new_tokens drawn per request: the batch shrinks
-    stop_at: int = -1               # >= 0: a stop token taken from the reference output
+    stop_at: int = -1               # >= 0: a stop token taken from the unstopped reference
+                                    # continuation, up to STOP_PAST_CAP tokens past the cap
     min_prompt_len: int = 1
     draft_max_position: int = 0     # > 0: the drafter's own configured max_position
     tp_size: int = 1                # ranks the target and drafter are sharded over
@@ -72,6 +73,12 @@ TOP_KS = (0, 1, 5)
 TOP_PS = (1.0, 0.3, 0.95)
 
 
+# The finish law draws stop tokens from this far past max_new_tokens too: a token whose first
+# occurrence lies past the cap must never end (or appear in) the output, although a round's
+# accepted drafts can reach it.
+STOP_PAST_CAP = 8
+
+
 def run_configs(drafts=DRAFTS, page_sizes=(1, 2, 4, 16, 64), max_batch: int = 10,
                 dtypes=("float32",), graphs=(False, True), graph_bs=GRAPH_BUCKETS,
                 max_prompt_len: int = 40, max_new_tokens: int = 24, sampled: bool = False,
@@ -103,7 +110,8 @@ def run_configs(drafts=DRAFTS, page_sizes=(1, 2, 4, 16, 64), max_batch: int = 10
         cuda_graph=st.sampled_from(graphs),
         graph_bs=st.sampled_from(tuple(graph_bs)),
         ragged=st.booleans(),
-        stop_at=st.integers(-1, max_new_tokens - 1) if stops else st.just(-1),
+        stop_at=(st.integers(-1, max_new_tokens + STOP_PAST_CAP - 1) if stops
+                 else st.just(-1)),
         overlap=st.booleans(),
         prefix_cache=st.sampled_from(prefix),
         pool_slack=st.sampled_from((-1, 0, 30, 100)) if True in prefix else st.just(-1),

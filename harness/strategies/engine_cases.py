@@ -4,6 +4,7 @@ sampling seeds, the batch size within what the adapter batches, and sampling kno
 is plain JSON, so a failure replays from one line (`python -m harness repro`)."""
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import asdict, dataclass, field
 
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 from harness.adapters.protocol import Request, Spec
 from harness.adapters.registry import adapter_class, get_adapter
-from harness.strategies import TEMPERATURES, TOP_KS, TOP_PS
+from harness.strategies.configs import TEMPERATURES, TOP_KS, TOP_PS
 
 # Prompt and output lengths per tier: CPU CI draws small runs, a GPU the larger ones.
 SIZES = {"cpu": (12, 12), "gpu": (40, 32)}
@@ -53,15 +54,27 @@ class EngineCase:
         return get_adapter(self.engine, device, self.settings)
 
 
+def include_known() -> bool:
+    """SPECDEC_KNOWN_FINDINGS=include: draw the cases of recorded findings too."""
+    return os.environ.get("SPECDEC_KNOWN_FINDINGS", "") == "include"
+
+
+def known_hits(adapter, law: str, case: EngineCase) -> list[str]:
+    """The recorded findings (adapter.known) that this case of `law` would hit."""
+    return [k.id for k in getattr(adapter, "known", ()) if law in k.laws
+            and k.matches(adapter, case)]
+
+
 def tier_of(device: str) -> str:
     return "gpu" if device.startswith("cuda") else "cpu"
 
 
-def engine_cases(engine: str, device: str, *, spec_fixed: dict | None = None,
+def engine_cases(engine: str, device: str, law: str, *, spec_fixed: dict | None = None,
                  sampled: bool = False, batched: bool = True, n: int = 0):
-    """Cases for `engine` on `device`: settings from the adapter class's space, a spec from
-    the built adapter's knob space (with `spec_fixed` fields fixed), batch sizes up to its
-    max_batch (1 unless `batched`), greedy or (sampled) drawn temperature x top-k x top-p."""
+    """Cases of `law` for `engine` on `device`: settings from the adapter class's space, a
+    spec from the built adapter's knob space (with `spec_fixed` fields fixed), batch sizes up
+    to its max_batch (1 unless `batched`), greedy or (sampled) drawn temperature x top-k x
+    top-p; around the adapter's recorded findings unless include_known()."""
     prompt, new = SIZES[tier_of(device)]
     cls = adapter_class(engine)
 
@@ -70,13 +83,16 @@ def engine_cases(engine: str, device: str, *, spec_fixed: dict | None = None,
         top = adapter.max_batch if batched else 1
         knobs = (st.tuples(st.sampled_from(TEMPERATURES), st.sampled_from(TOP_KS),
                            st.sampled_from(TOP_PS)) if sampled else st.just((0.0, 0, 1.0)))
-        return st.builds(
+        cases = st.builds(
             lambda spec, knob, **kw: EngineCase(engine, settings, spec.to_dict(),
                                                 temperature=knob[0], top_k=knob[1],
                                                 top_p=knob[2], n=n, **kw),
             adapter.spec_space(**(spec_fixed or {})), knobs,
             seed=st.integers(0, 2**31 - 1), batch_size=st.integers(1, top),
             max_prompt_len=st.integers(1, prompt), max_new_tokens=st.integers(1, new))
+        if include_known() or not getattr(adapter, "known", ()):
+            return cases
+        return cases.filter(lambda c: not known_hits(adapter, law, c))
     return cls.settings_space(device).flatmap(with_adapter)
 
 
