@@ -2,9 +2,7 @@
 num_assistant_tokens, a seeded sampled request's tokens depend on the earlier calls that used
 the same assistant model.
 
-Laws broken: engine_seeded_determinism (harness/laws/engine_seeded_determinism.py), and
-engine_finish's sampled part (its reference is the same seeded request run once more without
-stops). Found by `python -m harness check --engine transformers --with-known`; the case below
+Law broken: engine_seeded_determinism (harness/laws/engine_seeded_determinism.py). Found by `python -m harness check --engine transformers --with-known`; the case below
 replays in a fresh process:
 
   python -m harness repro engine_seeded_determinism --device cpu --config '{"batch_size": 1,
@@ -58,7 +56,7 @@ def demonstration() -> str:
     req = Request((5, 6, 7, 8), 16, temperature=1.0, seed=0)
     first = adapter.generate([req], SPEC)[0].tokens
     adapter.generate([Request((9, 10), 48, temperature=1.0, seed=99)], SPEC)
-    left = adapter.drafter("other").generation_config.num_assistant_tokens
+    left = adapter.drafter("other", "heuristic").generation_config.num_assistant_tokens
     again = adapter.generate([req], SPEC)[0].tokens
     differ = sum(a != b for a, b in zip(first, again))
     return (f"num_assistant_tokens left on the assistant: {left}; the same seeded request: "

@@ -44,6 +44,9 @@ cannot serve is reported as "not applicable: needs X", never as passed.
   reference of the lossless and finish laws).
 - SEEDED: the engine promises that a sampled request's tokens depend only on the request
   (prompt, knobs, seed) and the spec, not on earlier calls or (with BATCHING) its batch.
+- PREFIX_STABLE_SAMPLING: each sampled draw is keyed by (seed, position), so a seeded
+  request's tokens do not depend on its stop ids or its max_new_tokens: a request that stops
+  early is the unstopped one cut (the finish law's sampled requests need it).
 - WHITE_BOX: specdec's per-forward trace and KV pools (the structure, KV-content, graph,
   overlap, prefix-cache and TP laws). Only harness/adapters/specdec_engine.py has it.
 
@@ -72,6 +75,7 @@ class Observable(str, enum.Enum):
     BATCHING = "batching"
     PLAIN_GREEDY = "plain_greedy"
     SEEDED = "seeded"
+    PREFIX_STABLE_SAMPLING = "prefix_stable_sampling"
     WHITE_BOX = "white_box"
 
 

@@ -21,7 +21,9 @@ Observables:
 - TARGET_LOGITS: `output_logits=True, return_dict_in_generate=True` (the target's raw logits
   at each emitted position) and a plain forward of the target for any sequence.
 - SELF_DRAFT, PLAIN_GREEDY (generate without an assistant), SEEDED (`torch.manual_seed`
-  before each request; transformers draws from torch's global generator).
+  before each request; transformers draws from torch's global generator). Not
+  PREFIX_STABLE_SAMPLING: that one stream is consumed in call order, and the assistant stops
+  drafting at a stop id, so adding a stop id changes the draws before it.
 - BATCHING only where assisted generation accepts a batch of more than one row (left
   padded): probed at build time, and transformers 5.x refuses ("assisted generate is only
   supported for batch_size = 1"), so max_batch is 1 there.
@@ -52,11 +54,17 @@ INIT_STD = 0.1
 DRAFTERS = ("other", "self", "perturbed:0.002", "perturbed:0.01", "prompt_lookup")
 
 
-def _pad_in_prompt(adapter, case) -> bool:
+def _pad_in_context(adapter, case) -> bool:
+    """The pad id occurs in a prompt or in its greedy continuation (which self-drafting
+    reproduces): the assistant's context will then hold it."""
     from harness.strategies.engine_cases import requests_for
     pad = adapter.settings["pad_token_id"]
-    return (pad is not None and case.spec["drafter"] != "prompt_lookup"
-            and any(pad in r.prompt for r in requests_for(case, adapter.vocab_size)))
+    if pad is None or case.spec["drafter"] == "prompt_lookup":
+        return False
+    reqs = requests_for(case, adapter.vocab_size)
+    if any(pad in r.prompt for r in reqs):
+        return True
+    return any(pad in c.tokens for c in adapter.generate(reqs, None))
 
 
 def _heuristic_default_length(adapter, case) -> bool:
@@ -69,9 +77,8 @@ def _heuristic_default_length(adapter, case) -> bool:
 # them; each has a strict xfail regression test that flips then.
 KNOWN = (
     Known("transformers_assistant_masks_pad_ids", ("engine_self_draft",),
-          "docs/findings/transformers_assistant_masks_pad_ids.py", _pad_in_prompt),
-    Known("transformers_heuristic_schedule_persists",
-          ("engine_seeded_determinism", "engine_finish"),
+          "docs/findings/transformers_assistant_masks_pad_ids.py", _pad_in_context),
+    Known("transformers_heuristic_schedule_persists", ("engine_seeded_determinism",),
           "docs/findings/transformers_heuristic_schedule_persists.py",
           _heuristic_default_length),
 )
@@ -158,8 +165,12 @@ class TransformersAdapter:
         self.settings = {"dtype": dtype, "model_seed": model_seed, "pad_token_id": pad_token_id}
         self.target = tiny_llama(TARGET, model_seed, device, self.dtype)
         self.vocab_size = TARGET["vocab_size"]
-        self._drafters: dict[str, object] = {}
-        self.why_not = {Observable.WHITE_BOX: "specdec's trace and KV pools only"}
+        self._drafters: dict[tuple[str, str], object] = {}
+        self.why_not = {
+            Observable.WHITE_BOX: "specdec's trace and KV pools only",
+            Observable.PREFIX_STABLE_SAMPLING: "draws come from torch's one global stream in "
+            "call order, and the assistant stops drafting at a stop id, so a stop id shifts "
+            "the draws before it"}
         self.observables = frozenset({Observable.ACCEPT_LENGTHS, Observable.TARGET_LOGITS,
                                       Observable.SELF_DRAFT, Observable.PLAIN_GREEDY,
                                       Observable.SEEDED})
@@ -199,8 +210,11 @@ class TransformersAdapter:
         return spec
 
     # -- models -------------------------------------------------------------------------
-    def drafter(self, name: str):
-        if name not in self._drafters:
+    def drafter(self, name: str, schedule: str = "constant"):
+        """The assistant model `name`, one per schedule: transformers writes the heuristic
+        schedule's num_assistant_tokens back to the assistant (documented), so only heuristic
+        calls share that state, and a constant-schedule call replays from its case alone."""
+        if (name, schedule) not in self._drafters:
             seed = self.settings["model_seed"]
             if name == "other":
                 model = tiny_llama(OTHER, seed + 1, self.device, self.dtype)
@@ -211,8 +225,8 @@ class TransformersAdapter:
             else:
                 raise ValueError(f"drafter={name!r}: expected one of {DRAFTERS} or "
                                  "'perturbed:<scale>'")
-            self._drafters[name] = model
-        return self._drafters[name]
+            self._drafters[(name, schedule)] = model
+        return self._drafters[(name, schedule)]
 
     def _probe_batching(self) -> str | None:
         ids = torch.tensor([[0, 1, 2], [3, 4, 5]], device=self.device)
@@ -237,11 +251,12 @@ class TransformersAdapter:
         if spec.drafter == "prompt_lookup":
             return {"prompt_lookup_num_tokens": spec.draft_length or 10,
                     "max_matching_ngram_size": spec.get("ngram", 2)}
-        assistant = self.drafter(spec.drafter)
+        schedule = spec.get("schedule", "constant")
+        assistant = self.drafter(spec.drafter, schedule)
         cfg = assistant.generation_config
         if spec.draft_length is not None:
             cfg.num_assistant_tokens = spec.draft_length
-        cfg.num_assistant_tokens_schedule = spec.get("schedule", "constant")
+        cfg.num_assistant_tokens_schedule = schedule
         cfg.assistant_confidence_threshold = spec.get("confidence", 0.4)
         return {"assistant_model": assistant}
 

@@ -12,8 +12,8 @@ accepted drafts can run past it: SGLang #33758), the prompt's own tokens, and to
 never occur, one to three at once.
 
 Needs: PLAIN_GREEDY (the reference: greedy requests, the continuation run 8 tokens past each
-cap), TARGET_LOGITS (ties). With SEEDED as well, sampled requests too, against the same
-speculative seeded requests without stops at the same cap."""
+cap), TARGET_LOGITS (ties). With PREFIX_STABLE_SAMPLING as well, sampled requests too,
+against the same speculative seeded requests without stops at the same cap."""
 from __future__ import annotations
 
 import random
@@ -33,7 +33,7 @@ PAST_CAP = 8  # tokens of the unstopped continuation drawn from past each cap
 def cases(engine: str, device: str):
     from hypothesis import strategies as st
     from harness.adapters.registry import default_adapter
-    sampled = Observable.SEEDED in default_adapter(engine, device).observables
+    sampled = Observable.PREFIX_STABLE_SAMPLING in default_adapter(engine, device).observables
     greedy = engine_cases(engine, device, NAME)
     return st.one_of(greedy, engine_cases(engine, device, NAME, sampled=True)) if sampled else greedy
 
