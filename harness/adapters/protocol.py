@@ -30,10 +30,10 @@ What you declare
 and finish reasons. Each law names the observables it needs (its `NEEDS`); a law your adapter
 cannot serve is reported as "not applicable: needs X", never as passed.
 
-- ACCEPT_LENGTHS: every completion carries `rounds`, one `Round(drafted, accepted)` per
-  speculative round the request took part in: `Round(start, drafted, accepted)`, the
-  output tokens it had before the round, the drafts proposed along the verified path, and
-  how many of them were accepted (the bonus / corrected token is not counted).
+- ACCEPT_LENGTHS: every completion carries `rounds`, one `Round(start, drafted, accepted)`
+  per speculative round the request took part in: the output tokens it had before the
+  round, the drafts proposed along the verified path, and how many of them were accepted
+  (the bonus / corrected token is not counted).
 - TARGET_LOGITS: `target_logits(tokens)` returns the target model's logits (or
   log-probabilities: the laws only use softmax and top-2 margins, both shift invariant) after
   each prefix of `tokens`, a float tensor [len(tokens), vocab]; completions may also carry
