@@ -26,6 +26,7 @@ import torch.multiprocessing as mp
 
 from specdec.tp import process_groups as pg
 from specdec.tp.comm import TPComm
+from specdec.tp.gpu_lock import GPULocks
 from specdec.tp.worker import serve, start_daemons
 from specdec.tp.workers import TPWorkerError, Workers
 
@@ -81,6 +82,7 @@ class TPGroup:
         self.failed: TPWorkerError | None = None  # a worker that ended or hung
         self.reported = False  # `failed` was raised to the caller
         self._stop_watch = threading.Event()
+        self.locks = GPULocks([])  # rank 0 of a spawned CUDA group: its GPUs (gpu_lock.py)
         if workers is not None:
             threading.Thread(target=self._watch, daemon=True, name="specdec-tp-watch").start()
 
@@ -96,13 +98,14 @@ class TPGroup:
             try:
                 cur.send(("drop",))
                 cur.replies(("ok", None, None))
-                cur.in_use = False
+                cur.release()
             except Exception:  # noqa: BLE001  a worker failed meanwhile: start afresh
                 cur.alive = False
         if cur is not None and cur.alive and cur.world == world and cur.device_type == device_type:
             if cur.in_use:
                 raise RuntimeError("one tensor-parallel Engine per process at a time: close() "
                                    "the previous one (or use it as a context manager)")
+            cur.locks.acquire(pg.TIMEOUT_S)
             cur.in_use, cur.owner = True, weakref.ref(owner)
             return cur
         if cur is not None:
@@ -136,12 +139,22 @@ class TPGroup:
         # Rank r runs on GPU (current + r) mod count: rank 0 stays where it is (an xdist
         # worker's pin): no tensor of its moves.
         base = torch.cuda.current_device() if device_type == "cuda" else None
-        port = _free_port()
-        workers = Workers(mp.get_context("spawn"), world, _worker_main,
-                          (world, device_type, port, os.getpid(), torch.get_num_threads(), base))
-        control = workers.while_starting(
-            lambda: pg.init_groups(0, world, device_type, port), pg.TIMEOUT_S)
-        return cls(0, world, device_type, control, workers, cuda_index=base)
+        locks = GPULocks([] if base is None else
+                         [(base + r) % torch.cuda.device_count() for r in range(world)])
+        locks.acquire(pg.TIMEOUT_S)
+        try:
+            port = _free_port()
+            workers = Workers(mp.get_context("spawn"), world, _worker_main,
+                              (world, device_type, port, os.getpid(), torch.get_num_threads(),
+                               base))
+            control = workers.while_starting(
+                lambda: pg.init_groups(0, world, device_type, port), pg.TIMEOUT_S)
+            group = cls(0, world, device_type, control, workers, cuda_index=base)
+        except BaseException:
+            locks.release()
+            raise
+        group.locks = locks
+        return group
 
     def _watch(self) -> None:
         """Rank 0: a worker that ends or hangs while the group runs is recorded (and a hung
@@ -193,7 +206,9 @@ class TPGroup:
         return err
 
     def release(self) -> None:
+        """No engine uses the group now: its workers wait, its GPUs are free to others."""
         self.in_use = False
+        self.locks.release()
 
     def shutdown(self) -> None:
         """End the group, in order, every wait bounded (see the module docstring)."""
@@ -215,6 +230,7 @@ class TPGroup:
         pg.end_groups(healthy)
         if workers is not None:
             workers.end(pg.END_WAIT_S)
+        self.locks.release()
 
 
 # -- a spawned worker -----------------------------------------------------------------------
