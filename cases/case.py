@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.strategies import RunConfig
+from harness.strategies.configs import RunConfig
 from specdec.faults import REGISTRY
 
 
@@ -11,7 +11,7 @@ from specdec.faults import REGISTRY
 class Case:
     fault: str       # the fault point's name (specdec/faults.py)
     story: str       # what went wrong in the engine it came from, and how it showed
-    prop: str        # the property whose @example is `example` (harness/suite.py)
+    prop: str        # the property whose @example is `example` (harness/runners/suite.py)
     oracle: str      # the check expected to fail first ("crash" where the engine dies)
     example: object  # a RunConfig (engine properties) or the property's own example type
 

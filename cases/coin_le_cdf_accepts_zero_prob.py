@@ -1,5 +1,5 @@
 from cases.case import Case
-from harness.sampling_edges import EXAMPLES
+from harness.laws.sampling_edges import EXAMPLES
 
 CASE = Case(
     fault="coin_le_cdf_accepts_zero_prob",

@@ -1,5 +1,5 @@
 from cases.case import Case
-from harness.random_streams import StreamConfig
+from harness.laws.random_streams import StreamConfig
 
 CASE = Case(
     fault="draft_noise_shares_accept_stream",

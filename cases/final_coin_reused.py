@@ -1,5 +1,5 @@
 from cases.case import Case
-from harness.distribution_matrix import DistConfig
+from harness.laws.distribution import DistConfig
 
 CASE = Case(
     fault="final_coin_reused",

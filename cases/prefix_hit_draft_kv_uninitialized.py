@@ -1,5 +1,5 @@
 from cases.case import Case
-from harness.strategies import RunConfig
+from harness.strategies.configs import RunConfig
 
 CASE = Case(
     fault="prefix_hit_draft_kv_uninitialized",

@@ -1,5 +1,5 @@
 from cases.case import Case
-from harness.sampling_bounds import SamplingBoundsCase
+from harness.laws.sampling_bounds import SamplingBoundsCase
 
 CASE = Case(
     fault="recovered_token_out_of_vocab",

@@ -1,14 +1,14 @@
 """The meta-test: the ordinary property suite (ci profile) fails with each historical fault
 switched on, and its regression examples pass with none. Detection comes only from the
-generic oracles of harness/suite.py; nothing here names what a fault breaks."""
+generic oracles of harness/runners/suite.py; nothing here names what a fault breaks."""
 from __future__ import annotations
 
 import pytest
 
 from cases import CASES
-from harness.runs import default_device
-from harness.suite import ALL_PROPERTIES, runnable, suite
-from harness.zoo import detect_isolated
+from harness.strategies.runs import default_device
+from harness.runners.suite import ALL_PROPERTIES, runnable, suite
+from harness.runners.zoo import detect_isolated
 from specdec import faults
 from specdec.faults import REGISTRY
 

@@ -1,5 +1,5 @@
 from cases.case import Case
-from harness.strategies import RunConfig
+from harness.strategies.configs import RunConfig
 
 CASE = Case(
     fault="tp_idle_rank_dummy_writes",

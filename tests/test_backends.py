@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.oracles import check_lossless
-from harness.runs import default_device, greedy_baseline, make_prompts
+from harness.laws.lossless_greedy import check_lossless
+from harness.strategies.runs import default_device, greedy_baseline, make_prompts
 from specdec import Engine, SpecConfig
 
 DEVICE = default_device()

@@ -17,7 +17,7 @@ import torch
 transformers = pytest.importorskip("transformers")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
-from harness.reference import reference_prefill  # noqa: E402
+from harness.references.dense import reference_prefill  # noqa: E402
 from specdec import Engine, SpecConfig  # noqa: E402
 from specdec.__main__ import main  # noqa: E402
 from specdec.loading import load_eagle_head, save_eagle_head  # noqa: E402

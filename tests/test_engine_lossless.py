@@ -4,8 +4,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.oracles import check_lossless, check_self_draft_logits, check_total_acceptance
-from harness.runs import default_device, greedy_baseline, make_prompts
+from harness.laws.lossless_greedy import check_lossless
+from harness.laws.self_draft import check_self_draft_logits, check_total_acceptance
+from harness.strategies.runs import default_device, greedy_baseline, make_prompts
 from specdec import Engine, SpecConfig
 from specdec.config import max_draft_tokens
 from specdec.trace import TraceRecorder

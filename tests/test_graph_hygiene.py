@@ -9,7 +9,7 @@ import textwrap
 import pytest
 import torch
 
-from harness.runs import default_device, make_prompts
+from harness.strategies.runs import default_device, make_prompts
 from specdec import Engine, SpecConfig
 from specdec.graphs.cuda_graph import GraphFactory
 from specdec.graphs.standin import CPUGraph, GraphCaptureError

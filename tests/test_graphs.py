@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.oracles import check_eager_graph_bitwise
-from harness.runs import default_device, make_prompts
+from harness.laws.eager_vs_graph import check_eager_graph_bitwise
+from harness.strategies.runs import default_device, make_prompts
 from specdec import Engine, SpecConfig
 from specdec.trace import TraceRecorder
 
@@ -66,8 +66,9 @@ def test_batch_invariant_eager_is_bitwise_graph(topk, steps, page_size, dtype):
 def test_graph_lossless_and_self_draft(topk, steps, ndt, draft):
     """Issue 2's laws with cuda_graph=True: lossless greedy, and for self-draft, draft logits
     equal verify logits node by node (topk 1: total acceptance)."""
-    from harness.oracles import check_lossless, check_self_draft_logits, check_total_acceptance
-    from harness.runs import greedy_baseline
+    from harness.laws.lossless_greedy import check_lossless
+    from harness.laws.self_draft import check_self_draft_logits, check_total_acceptance
+    from harness.strategies.runs import greedy_baseline
     prompts = make_prompts(seed=5, batch_size=6, vocab_size=320, max_len=16)
     spec = SpecConfig(topk, steps, ndt)
     eng = engine(spec, 4, "float32", cuda_graph=True, draft=draft)

@@ -7,16 +7,16 @@ import torch
 
 import specdec.random_streams as streams
 import specdec.sampler as sampler
-from harness.distribution_matrix import DistConfig, prop_sampled_distribution
-from harness.finish import check_finish, prop_finish
-from harness.long_context import prop_long_context
-from harness.oracles import OracleFailure
-from harness.properties import prop_structure
-from harness.random_streams import StreamConfig, prop_random_streams
-from harness.runs import default_device
-from harness.strategies import RunConfig
-from harness.suite import runnable
-from harness.tp import prop_tp_equals_single
+from harness.laws.distribution import DistConfig, prop_sampled_distribution
+from harness.laws.finish import check_finish, prop_finish
+from harness.laws.long_context import prop_long_context
+from harness.laws.common import OracleFailure
+from harness.laws.structure import prop_structure
+from harness.laws.random_streams import StreamConfig, prop_random_streams
+from harness.strategies.runs import default_device
+from harness.strategies.configs import RunConfig
+from harness.runners.suite import runnable
+from harness.laws.tp_equals_single import prop_tp_equals_single
 from specdec.engine import Engine
 from specdec.graphs import runner as graph_runner
 from specdec.graphs.standin import CPUGraph
@@ -91,7 +91,7 @@ def test_streams_law_rejects_batch_keyed_coins(monkeypatch):
 
     def by_index(reqs, seed, positions, *a, **k):  # keyed by place in batch, not position
         return right(reqs, seed, list(range(len(reqs))), *a, **k)
-    import harness.random_streams as law
+    import harness.laws.random_streams as law
     monkeypatch.setattr(law, "batch_sampling", by_index)
     _fails("random_streams", prop_random_streams, cfg, DEVICE)
 
@@ -150,7 +150,7 @@ def test_long_context_crosses_the_tables():
     """The drawn space really passes both limits (scaling boundary 128, drafter 64 / 96)."""
     from hypothesis import given, settings
 
-    from harness.strategies import long_context_configs
+    from harness.strategies.configs import long_context_configs
 
     @settings(max_examples=20, database=None)
     @given(cfg=long_context_configs())
@@ -180,7 +180,7 @@ def test_tp_law_rejects_misordered_vocab_gather(monkeypatch):
 def test_overlap_law_rejects_a_wrong_coin_candidate(monkeypatch):
     """Overlap picks a sampled request's coins among candidates on the device: picking the
     next one (a position off by one) changes only the overlap run."""
-    from harness.overlap_law import prop_overlap_equals_sync
+    from harness.laws.overlap_equals_sync import prop_overlap_equals_sync
     cfg = RunConfig(1, 3, 4, 1, "perturbed", 3, 8, 8, 11, temperature=1.0)
     prop_overlap_equals_sync(cfg, DEVICE)
     import specdec.rounds as rounds
@@ -200,7 +200,7 @@ PREFIX = RunConfig(1, 3, 4, 1, "self", 6, 12, 8, 3, prefix_cache=True)
 
 def test_prefix_law_rejects_uncounted_references(monkeypatch):
     """A tree whose locks count nothing: pages in use look unreferenced (and evictable)."""
-    from harness.prefix_law import prop_prefix_transparent
+    from harness.laws.prefix_transparent import prop_prefix_transparent
     from specdec.prefix_cache.tree import RadixTree
     prop_prefix_transparent(PREFIX, DEVICE)
     monkeypatch.setattr(RadixTree, "lock", lambda self, node: None)
@@ -210,7 +210,7 @@ def test_prefix_law_rejects_uncounted_references(monkeypatch):
 
 def test_prefix_law_rejects_shared_pages_out_of_order(monkeypatch):
     """Shared pages mapped into a request's row in the wrong order: the reused KV is wrong."""
-    from harness.prefix_law import prop_prefix_transparent
+    from harness.laws.prefix_transparent import prop_prefix_transparent
     from specdec.memory.manager import MemoryManager
     admit = MemoryManager.admit
 

@@ -1,14 +1,14 @@
 """The request lifecycle under continuous batching: Hypothesis's stateful machine
-(harness/lifecycle.py) adds, steps and aborts requests on a small KV pool, checking accounting,
-committed KV and every finished output; plus a short mixed run (harness/mixed_run.py)."""
+(harness/laws/lifecycle.py) adds, steps and aborts requests on a small KV pool, checking accounting,
+committed KV and every finished output; plus a short mixed run (harness/runners/mixed_run.py)."""
 from __future__ import annotations
 
 import pytest
 from hypothesis import settings
 
-from harness.lifecycle import LifecycleMachine
-from harness.oracles import check_lossless
-from harness.runs import greedy_baseline, make_prompts
+from harness.laws.lifecycle import LifecycleMachine
+from harness.laws.lossless_greedy import check_lossless
+from harness.strategies.runs import greedy_baseline, make_prompts
 from specdec import Engine, SpecConfig
 from specdec.memory.allocator import OutOfSlots
 from specdec.sampling_params import SamplingParams
@@ -23,8 +23,8 @@ TestLifecycle.settings = settings(settings.default, stateful_step_count=20,
 def test_mixed_run_small():
     """20 requests with arrivals, aborts and stop tokens on a pool of ~1.2 largest requests:
     every output equals its request run alone, nothing leaks, and retraction happened."""
-    from harness.mixed_run import mixed_run
-    from harness.runs import default_device
+    from harness.runners.mixed_run import mixed_run
+    from harness.strategies.runs import default_device
     report = mixed_run(20, seed=0, device=default_device(), max_batch=6, pool_requests=1.2,
                        max_prompt_len=12, max_new_tokens=16, cuda_graph=True)
     assert report.completed + report.aborted == 20 and report.completed > 0

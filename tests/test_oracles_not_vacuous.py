@@ -8,14 +8,16 @@ import copy
 import pytest
 import torch
 
-from harness.kv_content import check_kv_content
-from harness.oracles import (OracleFailure, check_eager_graph_bitwise, check_lossless,
-                             check_self_draft_logits, check_total_acceptance)
-from harness.runs import default_device, greedy_baseline
-from harness.strategies import RunConfig
-from harness.properties import _traced, prompts_for
-from harness.structural import SpecShape, check_structure
-from harness.ties import compare_greedy
+from harness.laws.kv_content import check_kv_content
+from harness.laws.common import OracleFailure
+from harness.laws.eager_vs_graph import check_eager_graph_bitwise
+from harness.laws.lossless_greedy import check_lossless
+from harness.laws.self_draft import check_self_draft_logits, check_total_acceptance
+from harness.strategies.runs import default_device, greedy_baseline
+from harness.strategies.configs import RunConfig
+from harness.strategies.drawn_run import traced, prompts_for
+from harness.laws.structure import SpecShape, check_structure
+from harness.references.ties import compare_greedy
 from specdec.memory.allocator import PageAllocator
 
 DEVICE = default_device()
@@ -26,7 +28,7 @@ SHAPE = SpecShape(2, 3, 6, 4, shifted=True)
 
 @pytest.fixture(scope="module")
 def run():
-    eng, out = _traced(CFG, DEVICE, keep_kv_slots=True)
+    eng, out = traced(CFG, DEVICE, keep_kv_slots=True)
     return eng, out
 
 
@@ -81,7 +83,7 @@ def test_kv_content_oracle(run):
 
 def test_eager_vs_graph_oracle(run):
     graph, _ = run
-    inv, _ = _traced(CFG, DEVICE, cuda_graph=False, batch_invariant=True)
+    inv, _ = traced(CFG, DEVICE, cuda_graph=False, batch_invariant=True)
     check_eager_graph_bitwise(inv, graph)
     twin = copy.deepcopy(graph.recorder)
     _forward(twin, "target_verify").logits[0, 0] += 1e-3
@@ -110,7 +112,7 @@ def test_lossless_oracle(run):
 def test_self_draft_oracles():
     cfg = RunConfig(topk=1, num_steps=3, ndt=4, page_size=1, draft="self", batch_size=2,
                     max_prompt_len=6, max_new_tokens=10, seed=1)
-    eng, _ = _traced(cfg, DEVICE)
+    eng, _ = traced(cfg, DEVICE)
     check_self_draft_logits(eng.recorder, 1, 4, eng.dtype)
     check_total_acceptance(eng.recorder, 3, 4, eng.dtype)
     trace = copy.deepcopy(eng.recorder)

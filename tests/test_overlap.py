@@ -1,12 +1,12 @@
 """Overlap scheduling's ordering rules and bad input (conventions section 10); the token /
 KV / accounting equality with the synchronous engine is the law overlap_equals_sync
-(harness/overlap_law.py, drawn in tests/test_properties.py)."""
+(harness/laws/overlap_equals_sync.py, drawn in tests/test_properties.py)."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from harness.runs import default_device
+from harness.strategies.runs import default_device
 from specdec import Engine, SpecConfig
 from specdec.overlap import InFlight, UnresolvedRead
 from specdec.rounds import RoundRunner

@@ -1,15 +1,15 @@
 """The harness's properties under pytest: Hypothesis draws configurations, oracles judge.
 The entries (coarse axes fixed per entry so xdist spreads them, regression examples from
-cases/) are defined once in harness/suite.py, which the bug zoo runs too. Each failure
+cases/) are defined once in harness/runners/suite.py, which the bug zoo runs too. Each failure
 carries the one-line replay command (`python -m harness repro ...`)."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from harness.check import repro_command
-from harness.runs import default_device
-from harness.suite import ALL_PROPERTIES, gpus_needed, runnable, suite
+from harness.runners.check import repro_command
+from harness.strategies.runs import default_device
+from harness.runners.suite import ALL_PROPERTIES, gpus_needed, runnable, suite
 
 DEVICE = default_device()
 

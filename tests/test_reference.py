@@ -1,4 +1,4 @@
-"""harness/reference_layout.py and reference_tree.py against the kernels and layout code, on
+"""harness/references/layout.py and tree.py against the kernels and layout code, on
 realistic inputs (specdec's own select_top_k_tokens / organize_draft_results on random
 probabilities), plus non-vacuity tests. Tests may import specdec/kernels; references must not."""
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from harness import reference_layout as RL
-from harness import reference_tree as RT
+from harness.references import layout as RL
+from harness.references import tree as RT
 from specdec.spec.compaction import accepted_kv_moves, compact_accepted_to_front
 from specdec.spec.layout import per_step_draft_out_cache_loc
 from specdec.spec.select import organize_draft_results, select_top_k_tokens
@@ -278,7 +278,7 @@ def test_references_are_independent():
 @pytest.mark.parametrize("draft", ["eagle", "self"])
 def test_engine_positions_follow_reference(draft):
     """The engine's traced forwards (draft extend after prefill, draft decode, target verify,
-    draft extend after decode) run at reference_layout's positions (sections 2 and 3)."""
+    draft extend after decode) run at references/layout.py's positions (sections 2 and 3)."""
     from specdec import Engine, SpecConfig
     from specdec.trace import TraceRecorder
     topk, steps, ndt, shifted, prompts = 2, 3, 5, draft == "eagle", [[1, 2, 3, 4, 5, 6, 7], [3, 4, 5]]

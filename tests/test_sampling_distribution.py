@@ -1,4 +1,4 @@
-"""Oracle 7 (harness/distribution.py): sampled speculative decoding is lossless in
+"""Oracle 7 (harness/laws/distribution.py): sampled speculative decoding is lossless in
 distribution, for chain and tree drafts, with and without top-k / top-p; and the oracle is
 not vacuous: a biased acceptance rule (threshold_acc = 0.3) fails it.
 
@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import settings
 
-from harness.distribution import check_sampled_distribution
-from harness.oracles import OracleFailure
-from harness.runs import default_device
+from harness.laws.distribution import check_sampled_distribution
+from harness.laws.common import OracleFailure
+from harness.strategies.runs import default_device
 from specdec import Engine, SpecConfig
 
 NIGHTLY = settings._current_profile == "nightly"

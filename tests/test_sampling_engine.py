@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.runs import default_device, make_prompts
+from harness.strategies.runs import default_device, make_prompts
 from specdec import Engine, SpecConfig
 from specdec.config import ModelConfig
 from specdec.sampling_params import SamplingParams as SP

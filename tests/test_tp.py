@@ -1,6 +1,7 @@
 """Tensor parallelism on CPU (gloo, two processes): bad input, the workers' lifecycle, errors
 that reach rank 0, and the cross-rank check. Token equality with one rank, KV shards and
-accounting are the law tp_equals_single (harness/tp.py, drawn in tests/test_properties.py)."""
+accounting are the law tp_equals_single (harness/laws/tp_equals_single.py, drawn in
+tests/test_properties.py)."""
 from __future__ import annotations
 
 import pytest

@@ -14,7 +14,7 @@ import torch
 from final_draw_law import check_final_token
 from hypothesis import given, settings, strategies as st
 
-from harness.distribution import chi2_critical
+from harness.laws.distribution import chi2_critical
 from kernels.chain_sampling import (chain_speculative_sampling as kernel,
                                     chain_speculative_sampling_ref as ref)
 

@@ -11,7 +11,7 @@ import torch
 from final_draw_law import check_final_token
 from hypothesis import given, settings, strategies as st
 
-from harness.strategies import spec_shapes
+from harness.strategies.configs import spec_shapes
 
 from kernels.sampling import (tree_speculative_sampling_target_only as kernel,
                               tree_speculative_sampling_target_only_ref as ref)

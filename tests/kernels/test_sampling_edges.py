@@ -1,4 +1,4 @@
-"""The sampling_edges property (harness/sampling_edges.py): it holds for the fixed samplers
+"""The sampling_edges property (harness/laws/sampling_edges.py): it holds for the fixed samplers
 over generated cases and its explicit examples, and it is not vacuous: with the fault
 `coin_le_cdf_accepts_zero_prob` (SGLang #35798) every coin-0 example fails it."""
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 import torch
 from hypothesis import given, settings
 
-from harness.oracles import OracleFailure
-from harness.sampling_edges import (BELOW_ONE, EXAMPLES, prop_sampling_edges,
+from harness.laws.common import OracleFailure
+from harness.laws.sampling_edges import (BELOW_ONE, EXAMPLES, prop_sampling_edges,
                                     sampling_edges_cases)
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"

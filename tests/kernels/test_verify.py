@@ -5,7 +5,7 @@ import kernels._triton_env  # noqa: F401
 import torch
 from hypothesis import given, settings, strategies as st
 
-from harness.strategies import spec_shapes
+from harness.strategies.configs import spec_shapes
 
 from kernels.verify import verify_tree_greedy, verify_tree_greedy_ref
 

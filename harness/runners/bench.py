@@ -1,6 +1,6 @@
 """`python -m harness bench`: how fast the correctness harness runs.
 
-Three numbers: examples per second of each law (harness/suite.py; each run for a fixed budget,
+Three numbers: examples per second of each law (harness/runners/suite.py; each run for a fixed budget,
 in the chunks `python -m harness check` uses), the wall time of the whole test suite
 under `pytest -n auto` with the gpu Hypothesis profile, and the bug zoo's seconds to
 detection per fault (`python -m harness zoo --json`). Results go
@@ -21,9 +21,9 @@ def property_rates(device: str, budget: float, names: list[str] | None, profile:
     import kernels._triton_env  # noqa: F401  (before anything imports triton)
     from hypothesis import settings
 
-    from harness import profiles
-    from harness.check import PropertyReport, _run_chunk
-    from harness.suite import LAWS
+    from harness.runners import profiles
+    from harness.runners.check import PropertyReport, _run_chunk
+    from harness.runners.suite import LAWS
     profiles.register()
     prof = settings.get_profile(profile)
     rows = []

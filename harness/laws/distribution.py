@@ -1,11 +1,12 @@
-"""Oracle 7, sampled lossless: the speculative engine's sampled tokens follow the target's
-exact (temperature / top-k / top-p filtered) distribution.
+"""Law sampled_distribution (oracle 7), sampled lossless: the speculative engine's sampled
+tokens follow the target's exact (temperature / top-k / top-p filtered) distribution.
 
 Law. For one prompt and N runs with distinct seeds, the pair (t1, t2) of the first two
 generated tokens is distributed as p(t1) * p(t2 | t1), where p is softmax(logits / T) of the
-dense reference (harness/reference.py) filtered by top-k then top-p and renormalised. t1 comes
-from prefill, t2 from the first speculative round (accepted draft or recovered / bonus
-token), so the pair exercises the acceptance rule whatever the draft proposes.
+dense reference (harness/references/dense.py) filtered by top-k then top-p and
+renormalised. t1 comes from prefill, t2 from the first speculative round (accepted draft or
+recovered / bonus token), so the pair exercises the acceptance rule whatever the draft
+proposes.
 
 Test. Pearson chi-square, three ways (check_pairs): the cells (t1, t2) with expected count
 N*p >= 5 (the rest pooled), t1 by probability-quantile group, and t2 by its quantile group
@@ -16,18 +17,34 @@ value at alpha / 3 (alpha default 1e-4), i.e. a correct engine fails with probab
 ~alpha per check (asymptotic chi-square). A pair whose exact probability is 0 (outside
 top-k / top-p) fails at once. Everything is computed in float64, independently of
 specdec/sampler.py.
+
+Drawn (prop_sampled_distribution, the suite law): a cell of temperature in {0.2, 0.7, 1.0,
+1.8} (below 0.3 and above 1.5), top_k in {0 (the whole vocabulary), 1, 5}, top_p in {1.0,
+0.3 (a cut inside the head), 0.95 (inside the tail)}; drafts eagle (accepts little), self
+(accepts nearly all), perturbed (in between); chain or tree; greedy or probabilistic
+drafting (probabilistic applies to chains); CUDA graphs (the CPU stand-in) or eager.
+alpha = 1e-4 per check; N = 400 pairs on the ci / dev / gpu profiles, 2000 on nightly.
+Observables: the first two output tokens of N seeded runs of one prompt. Reference:
+harness/references/dense.py. Value sets: harness/strategies/configs.py.
 """
 from __future__ import annotations
 
 import math
+import random
 from collections import Counter
+from dataclasses import asdict, dataclass
 from statistics import NormalDist
 
 import numpy as np
 import torch
+from hypothesis import settings
+from hypothesis import strategies as st
 
-from harness.oracles import OracleFailure
-from harness.reference import reference_prefill
+from harness.laws.common import OracleFailure
+from harness.references.dense import reference_prefill
+from harness.strategies.configs import TEMPERATURES, TOP_KS, TOP_PS
+from harness.strategies.runs import default_device
+from specdec import Engine, SpecConfig
 from specdec.sampling_params import SamplingParams
 
 MIN_EXPECTED = 5.0
@@ -163,3 +180,54 @@ def check_sampled_distribution(engine, prompt: list[int], n: int, temperature: f
     pairs = sample_pairs(engine, prompt, n, temperature, top_k, top_p, seed)
     what = f"T={temperature} top_k={top_k} top_p={top_p} spec={engine.spec}"
     return check_pairs(pairs, exact, alpha, what)
+
+
+# The suite law: the pair law over a drawn cell of the sampling space.
+ALPHA = 1e-4
+SHAPES = {"chain": (1, 3, 4), "tree": (2, 3, 5)}
+GRAPH_BATCH = 64  # graphs: the samples run in batches of one captured size
+
+
+@dataclass(frozen=True)
+class DistConfig:
+    draft: str
+    shape: str
+    draft_sampling: str
+    temperature: float
+    top_k: int
+    top_p: float
+    cuda_graph: bool
+    seed: int
+    n: int = 400
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def distribution_configs(graphs=(False, True)):
+    n = 2000 if settings._current_profile == "nightly" else 400
+    return st.builds(DistConfig, st.sampled_from(("eagle", "self", "perturbed")),
+                     st.sampled_from(tuple(SHAPES)), st.sampled_from(("greedy", "probabilistic")),
+                     st.sampled_from(TEMPERATURES), st.sampled_from(TOP_KS),
+                     st.sampled_from(TOP_PS), st.sampled_from(graphs),
+                     st.integers(0, 2**31 - 1), st.just(n))
+
+
+def dist_engine(cfg: DistConfig, device: str) -> Engine:
+    spec = SpecConfig(*SHAPES[cfg.shape], draft_sampling=cfg.draft_sampling)
+    batch = GRAPH_BATCH if cfg.cuda_graph else cfg.n
+    return Engine(model="tiny", spec=spec, draft=cfg.draft, device=device, max_batch=batch,
+                  max_context=32, cuda_graph=cfg.cuda_graph, cuda_graph_bs=[GRAPH_BATCH],
+                  seed=cfg.seed % 97)
+
+
+def prop_sampled_distribution(cfg: DistConfig, device: str | None = None) -> dict:
+    """Sampled speculative decoding is lossless in distribution: the first two tokens of N
+    seeded runs of one prompt follow p(t1) p(t2 | t1) of the dense reference's filtered
+    target distribution (chi-square, alpha 1e-4), and no pair of probability 0 is drawn,
+    in every drawn cell of the matrix."""
+    device = device or default_device()
+    rng = random.Random(cfg.seed)
+    prompt = [rng.randrange(320) for _ in range(rng.randint(3, 8))]
+    return check_sampled_distribution(dist_engine(cfg, device), prompt, cfg.n, cfg.temperature,
+                                      cfg.top_k, cfg.top_p, seed=cfg.seed, alpha=ALPHA)

@@ -1,10 +1,18 @@
-"""Oracle 3: committed KV contents against a fresh dense reference prefill."""
+"""Law kv_content (oracle 3): committed target and draft KV equal a fresh dense reference
+prefill of the committed tokens, after a run or for the running requests between steps.
+
+Observables: the trace (committed tokens, KV slots), the engine's target and draft KV pools.
+Reference: harness/references/dense.py reference_prefill. Strategy:
+harness/strategies/configs.py run_configs."""
 from __future__ import annotations
 
 import torch
 
-from harness.oracles import OracleFailure
-from harness.reference import reference_prefill
+from harness.laws.common import OracleFailure
+from harness.references.dense import reference_prefill
+from harness.strategies.configs import RunConfig
+from harness.strategies.drawn_run import traced
+from harness.strategies.runs import default_device
 
 # Largest |pool - reference| for K/V written by the paged engine vs the dense reference.
 KV_TOL = {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 1.5e-1}
@@ -65,3 +73,9 @@ def reference_draft_kv(engine, toks: list[int], n: int, hidden):
         return dk, dv, n
     _, _, dk, dv = reference_prefill(engine.drafter, toks[:n + 1], engine.device)
     return dk, dv, n + 1
+
+
+def prop_kv_content(cfg: RunConfig, device: str | None = None) -> None:
+    """Oracle 3: committed target and draft KV equal a dense reference prefill."""
+    eng, _ = traced(cfg, device or default_device())
+    check_kv_content(eng.recorder, eng)

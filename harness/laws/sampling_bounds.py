@@ -4,6 +4,9 @@ Whatever the target rows hold (dense, zeros, NaN, one-hot at the last id, top-k 
 whatever the final coin (0, 1 - 2^-24, 1), every token written is in [0, vocab) and
 accept_index is a -1 padded tree path. Vocabularies include sizes that are not multiples of
 the kernel's 1024 block (vLLM GHSA-8wr5-jm2h-8r4f drew the padded id when probs were NaN).
+
+Observables: the kernel's output tokens and accept_index. Strategy: sampling_bounds_cases
+and EXAMPLES, here.
 """
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from harness.oracles import OracleFailure
+from harness.laws.common import OracleFailure
 
 SENTINEL = -7
 BELOW_ONE = float(np.nextafter(np.float32(1.0), np.float32(0.0)))

@@ -2,14 +2,19 @@
 
 A speculative round commits several tokens at once, so the end of a request can fall inside
 one round's accepted run: at its max_new_tokens cap, at a stop token, or at both. The law is
-stated per request over its RequestOutput, whatever the accept lengths were."""
+stated per request over its RequestOutput, whatever the accept lengths were.
+
+Observables: each RequestOutput (tokens, finish reason) with and without the drawn
+stops. Reference: the same requests without stops, and plain greedy
+(harness/strategies/drawn_run.py; ties as harness/references/ties.py). Strategy:
+harness/strategies/configs.py run_configs (stops drawn)."""
 from __future__ import annotations
 
-from harness.oracles import OracleFailure
-from harness.properties import build_engine, greedy_reference_outputs, run
-from harness.runs import default_device, new_token_counts
-from harness.strategies import RunConfig
-from harness.ties import compare_greedy
+from harness.laws.common import OracleFailure
+from harness.strategies.drawn_run import build_engine, greedy_reference_outputs, run
+from harness.strategies.runs import default_device, new_token_counts
+from harness.strategies.configs import RunConfig
+from harness.references.ties import compare_greedy
 
 
 def cut(tokens: list[int], max_new: int, stop: tuple) -> list[int]:

@@ -1,15 +1,20 @@
 """The overlap oracle (conventions section 10): overlap scheduling changes when the host reads
-a round's results, never what the engine computes."""
+a round's results, never what the engine computes.
+
+Observables: the tokens, committed KV bytes, per-request resolved rounds and statistics of
+an overlap and a synchronous engine (specdec/trace.py), accounting after every step.
+Reference: the synchronous engine. Strategy: harness/strategies/configs.py run_configs
+(no prefix cache)."""
 from __future__ import annotations
 
 import dataclasses
 
 import torch
 
-from harness.oracles import OracleFailure
-from harness.properties import build_engine, run_context, prompts_for, sampling_for
-from harness.runs import default_device, new_token_counts
-from harness.strategies import RunConfig
+from harness.laws.common import OracleFailure
+from harness.strategies.drawn_run import build_engine, run_context, prompts_for, sampling_for
+from harness.strategies.runs import default_device, new_token_counts
+from harness.strategies.configs import RunConfig
 from specdec.trace import TraceRecorder
 
 LATE = 2  # steps after which the second half of the batch arrives

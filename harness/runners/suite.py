@@ -1,12 +1,13 @@
 """The ordinary property suite, defined once: pytest (tests/test_properties.py), the bug zoo
-(harness/zoo.py) and `python -m harness check` run the same laws, strategies and regression
+(harness/runners/zoo.py) and `python -m harness check` run the same laws, strategies and regression
 examples.
 
 A law is a property (a function whose docstring states what must hold) with the strategy of
 configurations it is drawn over. An entry is one law over one slice of its space (coarse
 axes fixed per entry so xdist spreads them). Its explicit examples are the configurations of
-the historical cases (cases/) whose property it is and whose axes it covers: regression
-examples, judged by the same generic oracles as every generated example."""
+the historical cases (cases/, found by harness/runners/cases.py) whose property it is and
+whose axes it covers: regression examples, judged by the same generic oracles as every
+generated example."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,19 +15,24 @@ from typing import Callable
 
 from hypothesis import example, given, settings
 
-from harness.distribution_matrix import DistConfig, distribution_configs, prop_sampled_distribution
-from harness.finish import prop_finish
-from harness.long_context import prop_long_context
-from harness.overlap_law import prop_overlap_equals_sync
-from harness.prefix_law import prop_prefix_transparent
-from harness.properties import PROPERTIES
-from harness.random_streams import StreamConfig, prop_random_streams, stream_configs
-from harness.sampling_bounds import EXAMPLES as BOUND_EXAMPLES
-from harness.sampling_bounds import SamplingBoundsCase, prop_sampling_vocab, sampling_bounds_cases
-from harness.sampling_edges import EXAMPLES as EDGE_EXAMPLES
-from harness.sampling_edges import SamplingEdgesCase, prop_sampling_edges, sampling_edges_cases
-from harness.strategies import RunConfig, long_context_configs, run_configs, tp_configs
-from harness.tp import prop_tp_equals_single
+from harness.laws.distribution import DistConfig, distribution_configs, prop_sampled_distribution
+from harness.laws.eager_vs_graph import prop_eager_vs_graph
+from harness.laws.finish import prop_finish
+from harness.laws.kv_content import prop_kv_content
+from harness.laws.long_context import prop_long_context
+from harness.laws.lossless_greedy import prop_lossless_greedy
+from harness.laws.overlap_equals_sync import prop_overlap_equals_sync
+from harness.laws.prefix_transparent import prop_prefix_transparent
+from harness.laws.random_streams import StreamConfig, prop_random_streams, stream_configs
+from harness.laws.sampling_bounds import EXAMPLES as BOUND_EXAMPLES
+from harness.laws.sampling_bounds import SamplingBoundsCase, prop_sampling_vocab, sampling_bounds_cases
+from harness.laws.sampling_edges import EXAMPLES as EDGE_EXAMPLES
+from harness.laws.sampling_edges import SamplingEdgesCase, prop_sampling_edges, sampling_edges_cases
+from harness.laws.self_draft import prop_self_draft
+from harness.laws.structure import prop_structure
+from harness.strategies.configs import RunConfig, long_context_configs, run_configs, tp_configs
+from harness.laws.tp_equals_single import prop_tp_equals_single
+from harness.runners.cases import load_cases
 
 _AXIS_ARG = {"page_size": "page_sizes", "draft": "drafts", "cuda_graph": "graphs"}
 # Found by `harness check` on the GPU: a tree smaller than its depth (ndt < num_steps + 1).
@@ -89,12 +95,11 @@ class Law:
 
 
 LAWS: dict[str, Law] = {
-    "structure": Law(PROPERTIES["structure"], _runs(prefix=(False, True))),
-    "kv_content": Law(PROPERTIES["kv_content"], _runs(sampled=True, prefix=(False, True))),
-    "eager_vs_graph": Law(PROPERTIES["eager_vs_graph"],
-                          _runs(sampled=True, prefix=(False, True))),
-    "lossless_greedy": Law(PROPERTIES["lossless_greedy"], _runs(prefix=(False, True))),
-    "self_draft": Law(PROPERTIES["self_draft"], _runs(prefix=(False, True))),
+    "structure": Law(prop_structure, _runs(prefix=(False, True))),
+    "kv_content": Law(prop_kv_content, _runs(sampled=True, prefix=(False, True))),
+    "eager_vs_graph": Law(prop_eager_vs_graph, _runs(sampled=True, prefix=(False, True))),
+    "lossless_greedy": Law(prop_lossless_greedy, _runs(prefix=(False, True))),
+    "self_draft": Law(prop_self_draft, _runs(prefix=(False, True))),
     "prefix_transparent": Law(prop_prefix_transparent, _runs(prefix=(True,))),
     "finish": Law(prop_finish, _runs(sampled=True, stops=True, prefix=(False, True))),
     # Not over the prefix cache: its tree fills one round later under overlap (deferred
@@ -132,8 +137,7 @@ class Entry:
         return LAWS[self.prop].strategy(on_gpu, dict(self.axes))
 
     def examples(self) -> list:
-        from cases import CASES
-        out = [c.example for c in CASES.values() if c.prop == self.prop and self.covers(c.example)]
+        out = [c.example for c in load_cases().values() if c.prop == self.prop and self.covers(c.example)]
         out += [e for e in LAWS[self.prop].examples if e not in out]
         if self.prop in _FOUND:
             page = dict(self.axes).get("page_size", 1)

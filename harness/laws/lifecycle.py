@@ -5,13 +5,15 @@ and offer bad requests that must be refused without side effects. With the prefi
 (drawn), rules also submit a prompt sharing a prefix with an earlier one (identical, cut at or
 next to a page boundary, extended) and flush the tree while requests run; the small pool makes
 the tree evict. The pool is drawn small
-(harness/lifecycle_config.py) so retraction and re-prefill happen in ordinary runs.
+(harness/strategies/lifecycle_config.py) so retraction and re-prefill happen in ordinary runs.
 Checked after every rule: allocator accounting. After every step: the committed KV of the
 running requests equals a dense reference prefill (oracle 3), and every finished request's
 output equals its independent greedy output (plain decoding, alone; ties as oracle 6), cut
 at its stop token. The engine runs with CUDA graphs (or the CPU stand-in) or eagerly, as
 drawn, so a graph/eager mismatch shows up as a wrong output. Teardown drains the engine so
 every request added is checked.
+
+References: harness/references/dense.py (KV), harness/references/ties.py (outputs).
 """
 from __future__ import annotations
 
@@ -20,11 +22,11 @@ import random
 from hypothesis import event, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from harness.kv_content import check_live_kv
-from harness.lifecycle_config import (Expected, LifecycleConfig, build_lifecycle_engine,
+from harness.laws.kv_content import check_live_kv
+from harness.strategies.lifecycle_config import (Expected, LifecycleConfig, build_lifecycle_engine,
                                       expected, lifecycle_configs, reference_output)
-from harness.oracles import OracleFailure
-from harness.runs import default_device
+from harness.laws.common import OracleFailure
+from harness.strategies.runs import default_device
 from specdec.memory.allocator import OutOfSlots
 from specdec.sampling_params import SamplingParams
 

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.lifecycle_config import truncate_at_stop
-from harness.oracles import OracleFailure
-from harness.reference import top2_margins
-from harness.ties import compare_greedy
+from harness.strategies.lifecycle_config import truncate_at_stop
+from harness.laws.common import OracleFailure
+from harness.references.dense import top2_margins
+from harness.references.ties import compare_greedy
 from specdec import Engine, SpecConfig
 from specdec.sampling_params import SamplingParams
 from specdec.validate import reserve_margin

@@ -6,7 +6,7 @@ from functools import lru_cache
 
 import torch
 
-from harness.reference import top2_margins
+from harness.references.dense import top2_margins
 from specdec import Engine
 
 

@@ -1,6 +1,6 @@
 """The Hypothesis profiles (shared/spec/harness.md) and which one a run uses.
 
-Used by the pytest plugin (harness/pytest_plugin.py) and by `python -m harness`, so a sweep
+Used by the pytest plugin (harness/runners/pytest_plugin.py) and by `python -m harness`, so a sweep
 and a test run draw the same number of examples on the same machine."""
 from __future__ import annotations
 

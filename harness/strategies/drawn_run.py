@@ -1,17 +1,14 @@
-"""Properties: a drawn RunConfig in, oracles applied, OracleFailure out on a violation."""
+"""A drawn RunConfig through the engine: the engine it builds, its prompts (shared-prefix
+workloads with the prefix cache), its sampling parameters, the run itself (traced or not),
+and the plain greedy reference of the same prompts. The laws call these; none judges."""
 from __future__ import annotations
 
 import dataclasses
 
-from harness.kv_content import check_kv_content
-from harness.prefix_workloads import prompt_cap, serve_waves, shared_prompts, waves_of
-from harness.oracles import (OracleFailure, check_eager_graph_bitwise, check_lossless,
-                             check_metadata_covers_batch,
-                             check_self_draft_logits,
-                             check_total_acceptance)
-from harness.runs import default_device, greedy_baseline, make_prompts, new_token_counts, serve
-from harness.strategies import RunConfig
-from harness.structural import SpecShape, check_structure
+from harness.strategies.configs import RunConfig
+from harness.strategies.prefix_workloads import prompt_cap, serve_waves, shared_prompts, waves_of
+from harness.strategies.runs import (default_device, greedy_baseline, make_prompts,
+                                     new_token_counts, serve)
 from specdec import Engine, SpecConfig
 from specdec.sampling_params import SamplingParams
 from specdec.trace import TraceRecorder
@@ -48,7 +45,7 @@ def build_engine(cfg: RunConfig, device: str, cache: bool | None = None, **overr
 
 
 def prompts_for(cfg: RunConfig, vocab: int, device: str | None = None) -> list[list[int]]:
-    if cfg.prefix_cache:  # prompts sharing prefixes (harness/prefix_workloads.py)
+    if cfg.prefix_cache:  # prompts sharing prefixes (harness/strategies/prefix_workloads.py)
         return shared_prompts(cfg, vocab, device or default_device())
     return make_prompts(cfg.seed, cfg.batch_size, vocab, cfg.max_prompt_len, cfg.min_prompt_len)
 
@@ -71,46 +68,11 @@ def run(cfg: RunConfig, eng: Engine, stops: list[tuple] | None = None, on_step=N
     return serve(eng, prompts, counts, sampling_for(cfg, stops))
 
 
-def _traced(cfg: RunConfig, device: str, keep_kv_slots: bool = False, **overrides):
+def traced(cfg: RunConfig, device: str, keep_kv_slots: bool = False, **overrides):
+    """The drawn run with a TraceRecorder on: (engine, each request's tokens)."""
     eng = build_engine(cfg, device, **overrides)
     eng.recorder = TraceRecorder(cfg.page_size, keep_kv_slots=keep_kv_slots)
     return eng, [o.tokens for o in run(cfg, eng)]
-
-
-def prop_structure(cfg: RunConfig, device: str | None = None) -> None:
-    """Oracle 1: positions, write and read slots, tree, acceptance, compaction layout and
-    padding are exactly as the references say; the allocator ends with every page free."""
-    eng, _ = _traced(cfg, device or default_device(), keep_kv_slots=True)
-    check_metadata_covers_batch(eng.recorder)
-    check_structure(eng.recorder, SpecShape(cfg.topk, cfg.num_steps, cfg.ndt, cfg.page_size,
-                                            eng.drafter.shifted))
-    eng.check_accounting()
-
-
-def prop_kv_content(cfg: RunConfig, device: str | None = None) -> None:
-    """Oracle 3: committed target and draft KV equal a dense reference prefill."""
-    eng, _ = _traced(cfg, device or default_device())
-    check_kv_content(eng.recorder, eng)
-
-
-def prop_eager_vs_graph(cfg: RunConfig, device: str | None = None) -> None:
-    """Oracle 2: batch-invariant eager == graph bit for bit (same padded shapes), sampled
-    requests included (same seeds, same coins, same tokens); greedy plain eager == graph
-    token for token (different shapes; ties as oracle 6)."""
-    device = device or default_device()
-    graph, out_g = _traced(cfg, device, cuda_graph=True)
-    inv, out_i = _traced(cfg, device, cuda_graph=False, batch_invariant=True)
-    for eng in (graph, inv):
-        check_metadata_covers_batch(eng.recorder)
-    check_eager_graph_bitwise(inv, graph)
-    if out_i != out_g:
-        b = next(i for i, (x, y) in enumerate(zip(out_i, out_g)) if x != y)
-        raise OracleFailure("eager_vs_graph", f"request {b}: eager {out_i[b]} != graph {out_g[b]}")
-    if cfg.temperature > 0:
-        return  # a sampled token may flip at a CDF boundary between different shapes
-    plain, out_e = _traced(cfg, device, cuda_graph=False)
-    _, margins = greedy_reference_outputs(cfg, device, plain)
-    check_lossless(out_g, out_e, margins, plain.dtype)
 
 
 def greedy_reference_outputs(cfg: RunConfig, device: str, eng: Engine):
@@ -120,35 +82,3 @@ def greedy_reference_outputs(cfg: RunConfig, device: str, eng: Engine):
                                    cfg.seed % 1000)
     counts = new_token_counts(cfg.seed, cfg.batch_size, cfg.max_new_tokens, cfg.ragged)
     return [r[:n] for r, n in zip(ref, counts)], margins
-
-
-def prop_lossless_greedy(cfg: RunConfig, device: str | None = None) -> None:
-    """Oracle 4: speculative greedy output == plain greedy output, and topk > 1 == topk 1."""
-    device = device or default_device()
-    eng = build_engine(cfg, device)
-    out = [o.tokens for o in run(cfg, eng)]
-    ref, margins = greedy_reference_outputs(cfg, device, eng)
-    check_lossless(out, ref, margins, eng.dtype)
-    eng.check_accounting()
-    if cfg.topk > 1:
-        chain = build_engine(cfg, device, topk=1, ndt=cfg.num_steps + 1)
-        check_lossless(out, [o.tokens for o in run(cfg, chain)], margins, eng.dtype)
-
-
-def prop_self_draft(cfg: RunConfig, device: str | None = None) -> None:
-    """Oracle 5: with the target as its own draft, draft logits equal verify logits node by
-    node; topk 1 accepts every draft except at ties."""
-    eng, _ = _traced(cfg, device or default_device(), draft="self")
-    check_self_draft_logits(eng.recorder, cfg.topk, cfg.ndt, eng.dtype)
-    if cfg.topk == 1:
-        check_total_acceptance(eng.recorder, cfg.num_steps, cfg.ndt, eng.dtype)
-
-
-PROPERTIES = {
-    "structure": prop_structure,
-    "kv_content": prop_kv_content,
-    "eager_vs_graph": prop_eager_vs_graph,
-    "lossless_greedy": prop_lossless_greedy,
-    "self_draft": prop_self_draft,
-}
-

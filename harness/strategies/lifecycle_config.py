@@ -6,10 +6,10 @@ from dataclasses import asdict, dataclass
 
 from hypothesis import strategies as st
 
-from harness.oracles import OracleFailure
-from harness.runs import greedy_baseline
+from harness.laws.common import OracleFailure
+from harness.strategies.runs import greedy_baseline
 from specdec.config import max_draft_tokens
-from harness.ties import compare_greedy
+from harness.references.ties import compare_greedy
 from specdec import Engine, SpecConfig
 from specdec.validate import reserve_margin
 
@@ -52,7 +52,7 @@ class LifecycleConfig:
 
 
 def small_spec_shapes(max_topk: int = 3, max_steps: int = 4, max_ndt: int = 8):
-    """spec_shapes (harness/strategies.py) bounded for speed, feasible by construction."""
+    """spec_shapes (harness/strategies/configs.py) bounded for speed, feasible by construction."""
     def with_ndt(ts):
         topk, steps = ts
         if topk == 1:

@@ -14,6 +14,8 @@ when the siblings of a tree node cover a row's whole support and their fp32 sum 
 1 - 2^-24, the coin 1 - 2^-24 rejects them all and the residual is empty; the fallback is
 then the last token the target supports
 (tests/kernels/test_sampling_edges.py::test_support_sum_rounding_edge).
+
+Observables: the samplers' output tokens. Strategy: sampling_edges_cases and EXAMPLES, here.
 """
 from __future__ import annotations
 
@@ -25,8 +27,8 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from harness.oracles import OracleFailure
-from harness.sampling_bounds import _random_tree
+from harness.laws.common import OracleFailure
+from harness.laws.sampling_bounds import _random_tree
 
 SENTINEL = -7
 BELOW_ONE = float(np.nextafter(np.float32(1.0), np.float32(0.0)))  # 1 - 2^-24

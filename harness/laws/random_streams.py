@@ -1,5 +1,9 @@
 """Random streams (conventions section 12): the engine's draft noise, acceptance coins and
-final coins, as `specdec.sampler.batch_sampling` builds them for a round."""
+final coins, as `specdec.sampler.batch_sampling` builds them for a round.
+
+Observables: the noise and coins batch_sampling draws for a batch. Reference: the uniform
+distribution (chi-square, harness/laws/distribution.py chi2_critical). Strategy:
+stream_configs, here."""
 from __future__ import annotations
 
 import random
@@ -8,8 +12,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 from hypothesis import strategies as st
 
-from harness.distribution import chi2_critical
-from harness.oracles import OracleFailure
+from harness.laws.distribution import chi2_critical
+from harness.laws.common import OracleFailure
 from specdec.request import Req
 from specdec.sampler import batch_sampling
 from specdec.sampling_params import SamplingParams

@@ -1,6 +1,6 @@
 """`python -m harness zoo`: does the ordinary property suite catch every historical fault?
 
-For each fault (specdec/faults.py) we switch it on and run the suite of harness/suite.py
+For each fault (specdec/faults.py) we switch it on and run the suite of harness/runners/suite.py
 until something fails: first the regression examples (each case's configuration through its
 property, in registry order), then the generated examples entry by entry (the active
 Hypothesis profile's counts, no shrinking: we time the first failure, not the minimal one).
@@ -14,8 +14,9 @@ from dataclasses import asdict, dataclass
 
 from hypothesis import HealthCheck, Phase, settings
 
-from harness.oracles import OracleFailure
-from harness.suite import ALL_PROPERTIES, gpus_needed, runnable, suite
+from harness.laws.common import OracleFailure
+from harness.runners.cases import load_cases
+from harness.runners.suite import ALL_PROPERTIES, gpus_needed, runnable, suite
 from specdec import faults
 from specdec.faults import REGISTRY
 
@@ -47,7 +48,7 @@ def _oracle_of(exc: BaseException) -> str:
 
 
 def detect(fault: str, device: str, profile: settings) -> ZooRow:
-    from cases import CASES
+    CASES = load_cases()
     row, t0 = ZooRow(fault, REGISTRY[fault].source), time.perf_counter()
 
     def judge(prop: str, cfg, phase: str) -> None:
@@ -105,7 +106,7 @@ def zoo(device: str, profile_name: str, names=None, out=None, json_path=None,
     rows = []
     print(f"{'fault':<46} {'source':<28} {'result':<7} {'oracle':<26} {'examples':>8} "
           f"{'seconds':>8}", file=out, flush=True)
-    from cases import CASES
+    CASES = load_cases()
     skipped = []
     for name in names or list(REGISTRY):
         if not runnable(CASES[name].example, device):  # tensor parallel, too few GPUs

@@ -1,16 +1,20 @@
-"""Law tp_equals_single: a tensor-parallel engine equals the same engine on one rank."""
+"""Law tp_equals_single: a tensor-parallel engine equals the same engine on one rank.
+
+Observables: the tokens of tp N and tp 1, every rank's KV shard, each rank's accounting.
+References: the one-rank engine, harness/references/dense.py (KV heads),
+harness/references/ties.py. Strategy: harness/strategies/configs.py tp_configs."""
 from __future__ import annotations
 
 import dataclasses
 
 import torch
 
-from harness.kv_content import KV_TOL, reference_draft_kv
-from harness.oracles import OracleFailure
-from harness.reference import reference_prefill, top2_margins
-from harness.runs import default_device
-from harness.strategies import RunConfig
-from harness.ties import compare_greedy
+from harness.laws.kv_content import KV_TOL, reference_draft_kv
+from harness.laws.common import OracleFailure
+from harness.references.dense import reference_prefill, top2_margins
+from harness.strategies.runs import default_device
+from harness.strategies.configs import RunConfig
+from harness.references.ties import compare_greedy
 from specdec.tp.replicate import TPDivergence
 from specdec.trace import TraceRecorder
 
@@ -78,7 +82,7 @@ def prop_tp_equals_single(cfg: RunConfig, device: str | None = None) -> None:
     (rank r: heads r*Hkv/N ..) of a dense reference prefill of its committed tokens; (3) the
     accounting is leak-free and identical on every rank (allocator owners, free list,
     req_to_token)."""
-    from harness.properties import build_engine, prompts_for, run
+    from harness.strategies.drawn_run import build_engine, prompts_for, run
     device = device or default_device()
     if device.startswith("cuda") and torch.cuda.device_count() < cfg.tp_size:
         raise RuntimeError(f"tp_size={cfg.tp_size} needs {cfg.tp_size} GPUs, "

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
-from harness.oracles import OracleFailure
-from harness.suite import LAWS, runnable
+from harness.laws.common import OracleFailure
+from harness.runners.suite import LAWS, runnable
 
 CHUNK = 2  # examples per Hypothesis run; the budget is checked between runs
 

@@ -1,12 +1,15 @@
 """Long contexts (vLLM #48894): runs whose positions pass every table length the drafter and
-the target carry (harness.strategies.long_context_configs)."""
+the target carry (harness.strategies.configs.long_context_configs).
+
+Observables and references as kv_content and lossless_greedy (harness/references/dense.py,
+harness/references/ties.py)."""
 from __future__ import annotations
 
-from harness.kv_content import check_kv_content
-from harness.oracles import check_lossless
-from harness.properties import _traced, greedy_reference_outputs
-from harness.runs import default_device
-from harness.strategies import RunConfig
+from harness.laws.kv_content import check_kv_content
+from harness.laws.lossless_greedy import check_lossless
+from harness.strategies.drawn_run import traced, greedy_reference_outputs
+from harness.strategies.runs import default_device
+from harness.strategies.configs import RunConfig
 
 
 def prop_long_context(cfg: RunConfig, device: str | None = None) -> None:
@@ -15,7 +18,7 @@ def prop_long_context(cfg: RunConfig, device: str | None = None) -> None:
     reference builds its RoPE tables from the config, for every position it runs), and the
     output still equals plain greedy decoding (oracle 4)."""
     device = device or default_device()
-    eng, out = _traced(cfg, device)
+    eng, out = traced(cfg, device)
     check_kv_content(eng.recorder, eng)
     ref, margins = greedy_reference_outputs(cfg, device, eng)
     check_lossless(out, ref, margins, eng.dtype)

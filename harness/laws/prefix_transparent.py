@@ -1,14 +1,19 @@
-"""The prefix-cache law: the cache is transparent (conventions section 11)."""
+"""The prefix-cache law: the cache is transparent (conventions section 11).
+
+Observables: outputs with the cache and without it, accounting and live KV after every
+step. References: the engine without the cache, harness/references/dense.py (live KV),
+harness/references/ties.py. Strategy: harness/strategies/configs.py run_configs with the
+prefix cache; workloads from harness/strategies/prefix_workloads.py."""
 from __future__ import annotations
 
 import dataclasses
 
-from harness.kv_content import check_live_kv
-from harness.oracles import OracleFailure
-from harness.properties import build_engine, greedy_reference_outputs, run
-from harness.runs import default_device
-from harness.strategies import RunConfig
-from harness.ties import compare_greedy
+from harness.laws.kv_content import check_live_kv
+from harness.laws.common import OracleFailure
+from harness.strategies.drawn_run import build_engine, greedy_reference_outputs, run
+from harness.strategies.runs import default_device
+from harness.strategies.configs import RunConfig
+from harness.references.ties import compare_greedy
 
 FLUSH_EVERY = 5  # steps: a flush while requests run, now and then
 

@@ -1,16 +1,23 @@
-"""Oracle 1: structural invariants, exact, from the per-forward trace.
+"""Law structure (oracle 1): positions, write and read slots, tree, acceptance, compaction
+layout and padding are exactly as the references say, every forward's attention metadata
+describes the batch as it ran (section 8), and the allocator ends with every page free.
 
-Every expectation is computed by the independent references (reference_layout,
-reference_tree) from the round's slot map, never by the engine's own layout code."""
+Observables: the per-forward trace with KV slots kept (specdec/trace.py), the engine's
+accounting. Every expectation is computed by the independent references
+(harness/references/layout.py, harness/references/tree.py) from the round's slot map, never
+by the engine's own layout code. Strategy: harness/strategies/configs.py run_configs."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import torch
 
-from harness import reference_layout as L
-from harness import reference_tree as T
-from harness.oracles import OracleFailure
+from harness.laws.common import OracleFailure
+from harness.references import layout as L
+from harness.references import tree as T
+from harness.strategies.configs import RunConfig
+from harness.strategies.drawn_run import traced
+from harness.strategies.runs import default_device
 from specdec.graphs.runner import SEQ_LEN_FILL as PAD_SEQ_LEN
 
 
@@ -156,3 +163,31 @@ def check_structure(trace, s: SpecShape) -> int:
     for n, rnd in enumerate(trace.rounds):
         check_round_structure(rnd, n, s)
     return len(trace.rounds)
+
+
+def check_metadata_covers_batch(trace) -> int:
+    """Section 8: every forward's attention metadata describes the batch exactly as it ran
+    (after padding): one write slot per input row. Returns the number of forwards checked."""
+    forwards = all_forwards(trace)
+    for i, f in enumerate(forwards):
+        rows = f.input_ids.numel()
+        if f.write_loc.numel() != rows:
+            raise OracleFailure("metadata_shape", (
+                f"forward {i} ({f.mode}, graph={f.graph}, {f.num_padded} padded requests): "
+                f"metadata has {f.write_loc.numel()} write slots for {rows} input rows"))
+    return len(forwards)
+
+
+def all_forwards(trace) -> list:
+    """Every forward of a trace, prefill first, in the order they ran."""
+    return trace.prefill + [f for r in trace.rounds for f in r.forwards]
+
+
+def prop_structure(cfg: RunConfig, device: str | None = None) -> None:
+    """Oracle 1: positions, write and read slots, tree, acceptance, compaction layout and
+    padding are exactly as the references say; the allocator ends with every page free."""
+    eng, _ = traced(cfg, device or default_device(), keep_kv_slots=True)
+    check_metadata_covers_batch(eng.recorder)
+    check_structure(eng.recorder, SpecShape(cfg.topk, cfg.num_steps, cfg.ndt, cfg.page_size,
+                                            eng.drafter.shifted))
+    eng.check_accounting()

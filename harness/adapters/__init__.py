@@ -1,0 +1,1 @@
+"""Engine adapters: the engines the laws drive; protocol.py states the protocol."""

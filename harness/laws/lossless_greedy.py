@@ -1,0 +1,43 @@
+"""Law lossless_greedy (oracle 4): speculative greedy decoding emits exactly the tokens plain
+greedy decoding of the same prompts emits (a first divergence is allowed only at a tie,
+oracle 6, which ends that comparison), and a tree (topk > 1) emits what a chain (topk 1) does.
+
+Observables: each request's output tokens; the plain greedy reference and its top-2 logit
+margins (harness/strategies/runs.py greedy_baseline, harness/references/dense.py); the
+engine's accounting after the run. Reference: harness/references/ties.py. Strategy:
+harness/strategies/configs.py run_configs."""
+from __future__ import annotations
+
+from harness.laws.common import OracleFailure
+from harness.references.ties import compare_greedy
+from harness.strategies.configs import RunConfig
+from harness.strategies.drawn_run import build_engine, greedy_reference_outputs, run
+from harness.strategies.runs import default_device
+
+
+def check_lossless(outputs: list[list[int]], references: list[list[int]],
+                   margins: list[list[float]], dtype) -> list[str]:
+    """Lossless greedy: speculative output equals the non-speculative greedy output token for
+    token; a first divergence is allowed only at a tie (oracle 6), which ends that comparison.
+    Returns the benign ties it saw."""
+    ties = []
+    for b, (out, ref, m) in enumerate(zip(outputs, references, margins)):
+        ok, what = compare_greedy(out, ref, m, dtype)
+        if not ok:
+            raise OracleFailure("lossless_greedy", f"request {b}: {what}")
+        if what != "identical":
+            ties.append(f"request {b}: {what}")
+    return ties
+
+
+def prop_lossless_greedy(cfg: RunConfig, device: str | None = None) -> None:
+    """Oracle 4: speculative greedy output == plain greedy output, and topk > 1 == topk 1."""
+    device = device or default_device()
+    eng = build_engine(cfg, device)
+    out = [o.tokens for o in run(cfg, eng)]
+    ref, margins = greedy_reference_outputs(cfg, device, eng)
+    check_lossless(out, ref, margins, eng.dtype)
+    eng.check_accounting()
+    if cfg.topk > 1:
+        chain = build_engine(cfg, device, topk=1, ndt=cfg.num_steps + 1)
+        check_lossless(out, [o.tokens for o in run(cfg, chain)], margins, eng.dtype)

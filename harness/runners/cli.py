@@ -1,0 +1,113 @@
+"""The command line of `python -m harness check|repro|zoo|mixed|bench` (harness/__main__.py
+is its entry)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import kernels._triton_env  # noqa: F401  (before anything imports triton)
+import torch
+from hypothesis import settings
+
+from harness.laws.common import OracleFailure
+from harness.runners import bench, profiles
+from harness.runners.cases import load_cases
+from harness.runners.check import check
+from harness.runners.suite import ALL_PROPERTIES
+from harness.strategies.runs import default_device
+from specdec.faults import REGISTRY
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("check", help="sweep every property for a time budget")
+    c.add_argument("--budget", type=float, default=60.0, help="seconds for the whole sweep")
+    c.add_argument("--profile", default=None, help="Hypothesis profile (dev, ci, gpu, nightly)")
+    c.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
+    r = sub.add_parser("repro", help="replay one configuration of one property")
+    r.add_argument("property", choices=sorted(ALL_PROPERTIES) + sorted(REGISTRY),
+                   help="a property (with --config), or a fault: replay its historical bug")
+    r.add_argument("--config", default=None, help="the JSON a failure report printed")
+    r.add_argument("--device", default=None)
+    z = sub.add_parser("zoo", help="does the property suite catch every historical fault?")
+    z.add_argument("--device", default=None)
+    z.add_argument("--profile", default="ci", help="Hypothesis profile (default ci)")
+    z.add_argument("--faults", default=None, help="comma-separated subset (default: all)")
+    z.add_argument("--json", default=None, help="also write the matrix as JSON here")
+    z.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
+    m = sub.add_parser("mixed", help="a long continuous-batching run, checked and timed")
+    m.add_argument("--requests", type=int, default=200)
+    m.add_argument("--seed", type=int, default=0)
+    m.add_argument("--device", default=None)
+    m.add_argument("--model", default="tiny")
+    m.add_argument("--max-batch", type=int, default=16)
+    m.add_argument("--pool-requests", type=float, default=3.0,
+                   help="KV pool size in largest-request worst cases (small: retraction)")
+    m.add_argument("--page-size", type=int, default=4)
+    m.add_argument("--cuda-graph", action="store_true")
+    m.add_argument("--overlap", action="store_true", help="overlap scheduling (section 10)")
+    m.add_argument("--prefix-cache", action="store_true",
+                   help="radix prefix cache; prompts from a few shared system prompts")
+    bench.add_parser(sub)
+    args = ap.parse_args(argv)
+    profiles.register()
+    device = args.device or default_device()
+    if device == "cpu":
+        torch.set_num_threads(1)  # tiny CPU models: threads only contend (harness/runners/pytest_plugin.py)
+    if args.cmd == "bench":
+        return bench.main(args, device, sys.argv[1:] if argv is None else argv)
+    if args.cmd == "mixed":
+        from harness.runners.mixed_run import mixed_run
+        print(mixed_run(args.requests, args.seed, device, args.model, page_size=args.page_size,
+                        max_batch=args.max_batch, pool_requests=args.pool_requests,
+                        cuda_graph=args.cuda_graph, overlap=args.overlap,
+                        prefix_cache=args.prefix_cache))
+        return 0
+    if args.cmd == "check":
+        profile = settings.get_profile(args.profile) if args.profile else settings.default
+        return check(args.budget, device, profile)
+    if args.cmd == "zoo":
+        from harness.runners.zoo import zoo
+        names = args.faults.split(",") if args.faults else None
+        rows = zoo(device, args.profile, names, json_path=args.json, in_process=args.in_process)
+        return 0 if all(r.caught for r in rows) else 1
+    if args.property in REGISTRY:
+        return _repro_fault(args.property, device)
+    if args.config is None:
+        ap.error(f"repro {args.property} needs --config (the JSON a failure report printed)")
+    from harness.runners.suite import LAWS
+    law = LAWS[args.property]
+    cfg = law.config(**json.loads(args.config))
+    try:
+        law.prop(cfg, device)
+    except OracleFailure as exc:
+        print(f"FAILED {args.property}: {exc}")
+        return 1
+    except Exception as exc:  # a crash is a failure too: show where
+        import traceback
+        traceback.print_exc()
+        print(f"FAILED {args.property}: {type(exc).__name__}: {exc}")
+        return 1
+    print(f"passed {args.property} on {device}: {cfg.to_dict()}")
+    return 0
+
+
+def _repro_fault(name: str, device: str) -> int:
+    """One historical bug in one command: its case's configuration through its property,
+    with the fault on. Exit 1 with the failing check printed (the bug reproduced)."""
+    from specdec import faults
+    case = load_cases()[name]
+    print(f"{name} ({case.source}): {case.mistake}\n  {case.story}\n"
+          f"  expected to be caught by: {case.prop} [{case.oracle}]")
+    try:
+        with faults.active(name):
+            ALL_PROPERTIES[case.prop](case.example, device)
+    except Exception as exc:
+        print(f"FAILED {case.prop}: {exc if isinstance(exc, OracleFailure) else repr(exc)}")
+        print(f"  configuration: {case.example.to_dict()}")
+        return 1
+    print(f"NOT REPRODUCED: {case.prop} passed with {name} on ({device})")
+    return 0
+
