@@ -6,7 +6,8 @@ directory run where specdec is installed gets what this repository's own tests g
   device (harness/runners/profiles.py; `--hypothesis-profile` still overrides);
 - one torch thread on CPU and in xdist workers;
 - under xdist, one GPU per worker and a Triton cache per worker; `-n auto` sized for the
-  device (harness/runners/xdist_gpu.py);
+  device; on a host with several GPUs the multi_gpu tests all on one worker, and a lock per
+  GPU for TP engines (harness/runners/xdist_gpu.py);
 - the device and profile in the report header.
 """
 from __future__ import annotations
@@ -56,6 +57,12 @@ def pytest_configure(config) -> None:
     idx = xdist_gpu.worker_index()
     if idx is not None:
         xdist_gpu.pin_worker(idx)
+    xdist_gpu.configure_multi_gpu(config)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own: it reads the xdist_group marks
+def pytest_collection_modifyitems(config, items) -> None:
+    xdist_gpu.group_multi_gpu(config, items)
 
 
 def pytest_report_header(config) -> str:
@@ -71,3 +78,8 @@ def pytest_report_header(config) -> str:
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: without xdist, nothing to size
 def pytest_xdist_auto_num_workers(config) -> int:
     return xdist_gpu.auto_num_workers()
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: multi-GPU tests on one worker
+def pytest_xdist_make_scheduler(config, log):
+    return xdist_gpu.make_scheduler(config, log)
