@@ -115,3 +115,37 @@ def test_gpu_locks_one_engine_per_gpu(tmp_path, monkeypatch):
     unset = GPULocks([0, 1])
     unset.acquire(0.0)  # no ENV: a no-op
     assert unset.files == []
+
+
+@pytest.mark.parametrize("vocab", [320, 321])
+def test_vocab_seams_are_the_shard_edges(vocab):
+    """The law's seam ids (harness/strategies/vocab_seams.py, written from the sharding rule)
+    are the edges of the rows each rank keeps (specdec/tp/comm.py), and the drawn prompts of
+    a batch hold every one of them."""
+    from harness.strategies.runs import make_prompts
+    from harness.strategies.vocab_seams import seam_stops, vocab_seams, with_seams
+    from specdec.tp.comm import TPComm
+    edges = {0, vocab - 1}
+    for rank in range(2):
+        first, count = TPComm(rank, 2, "unused").vocab_rows(vocab)
+        edges.update((first, first + count - 1))
+    assert vocab_seams(vocab, 2) == sorted(edges)
+    assert sum(TPComm(r, 2, "unused").vocab_rows(vocab)[1] for r in range(2)) == vocab
+    seams = vocab_seams(vocab, 2)
+    prompts = with_seams(make_prompts(7, 4, vocab, 6), seams, 7)
+    assert set(seams) <= {t for p in prompts for t in p}
+    assert all(0 <= t < vocab for p in prompts for t in p)
+    assert {s for stop in seam_stops(4, seams) for s in stop} == set(seams)
+
+
+def test_odd_vocab_needs_no_division():
+    """An odd vocabulary shards unevenly (tiny-odd: 161 + 160 rows); too many ranks for the
+    vocabulary is refused by name."""
+    from specdec import ModelConfig
+    from specdec.tp.shard import check_divisible
+    check_divisible(ModelConfig(vocab_size=321, hidden_size=64, intermediate_size=128,
+                                num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16), 2)
+    with pytest.raises(ValueError, match=r"tp_size=4 is too many ranks for the model's "
+                                         r"vocab_size=3"):
+        check_divisible(ModelConfig(vocab_size=3, hidden_size=64, intermediate_size=128,
+                                    num_layers=2, num_heads=4, num_kv_heads=4, head_dim=16), 4)
