@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import os
 import socket
+import sys
 import threading
 import weakref
 
@@ -243,5 +244,10 @@ def _worker_main(rank: int, world: int, device_type: str, port: int, parent: int
         torch.cuda.set_device(index)
     control = pg.init_groups(rank, world, device_type, port)
     serve(TPGroup(rank, world, device_type, control, errors=errors, cuda_index=index))
-    if not pg.end_groups(healthy=True):
-        os._exit(0)  # the groups would not end: leave without waiting on them at exit
+    pg.end_groups(healthy=True)
+    # Leave now: nothing of a worker's needs finalizing, and interpreter teardown has aborted
+    # a worker ("terminate called without an active exception": a C++ thread of torch's
+    # destroyed joinable) or could wait on groups that would not end.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
