@@ -15,6 +15,7 @@ not known to be alive, turns it into abort and kill."""
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import socket
 import sys
@@ -94,6 +95,8 @@ class TPGroup:
         a fresh one (spawned workers, or torchrun's ranks). An engine that was dropped
         without close() frees its group when it is garbage."""
         cur = cls._current
+        if cur is not None and cur.in_use and cur.owner() is not None:
+            gc.collect()  # an engine is a reference cycle: dropped, it is garbage only now
         if cur is not None and cur.alive and cur.in_use and cur.owner() is None \
                 and cur.rank == 0:
             try:
