@@ -20,6 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXIT_BOUND_S = 30.0   # a whole subprocess, start to exit (starting it costs a few seconds)
 NAMED_BOUND_S = 10.0  # a worker's failure named on rank 0
 HANG_S = 3            # heartbeat silence after which rank 0 calls a worker hung (this test)
+END_WAIT_S = 3        # a bounded teardown step (this test; default 10)
 
 DEVICES = [pytest.param("cpu", id="gloo"),
            pytest.param("cuda", id="nccl", marks=[pytest.mark.multi_gpu, pytest.mark.skipif(
@@ -82,6 +83,15 @@ ENDINGS = {
     except TPWorkerError as exc:
         say("named after", round(time.monotonic() - t0, 2), "s:", repr(str(exc)))
     """,
+    # The test stops (SIGSTOP) the worker, then lets the script end: the exit handshake
+    # cannot finish, so the teardown must time out, kill and abort.
+    "worker_stopped_at_exit": """
+    eng = build()
+    eng.generate([[1, 2, 3]], 4)
+    say("worker", eng.tp_each(worker_pid)[1])
+    sys.stdin.readline()
+    say("leaving", time.monotonic())
+    """,
 }
 
 
@@ -97,9 +107,22 @@ def _script(tmp_path, body: str, guarded: bool = True) -> str:
 
 def _start(script: str, device: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-           "SPECDEC_TP_HANG_S": str(HANG_S), "PYTHONUNBUFFERED": "1"}
+           "SPECDEC_TP_HANG_S": str(HANG_S), "SPECDEC_TP_END_WAIT": str(END_WAIT_S),
+           "PYTHONUNBUFFERED": "1"}
     return subprocess.Popen([sys.executable, script, device], cwd=ROOT, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+def _worker_pid(proc: subprocess.Popen, t0: float) -> int:
+    """The pid the script prints ("worker PID") once its engine runs."""
+    line = ""
+    while not line.startswith("worker"):
+        line = proc.stdout.readline()
+        if not line:
+            _, err, _ = _finish(proc, t0)
+            pytest.fail(f"no worker pid from the script:\n{err[-3000:]}")
+    return int(line.split()[1])
 
 
 def _finish(proc: subprocess.Popen, t0: float) -> tuple[str, str, float]:
@@ -143,15 +166,7 @@ def test_worker_killed_or_hung_mid_run(tmp_path, device, sig, named):
     import re
     t0 = time.monotonic()
     proc = _start(_script(tmp_path, ENDINGS["worker_signalled"]), device)
-    line = ""
-    while not line.startswith("worker"):
-        line = proc.stdout.readline()
-        if not line:
-            break
-    if not line.startswith("worker"):
-        _, err, _ = _finish(proc, t0)
-        pytest.fail(f"no worker pid from the script:\n{err[-3000:]}")
-    pid = int(line.split()[1])
+    pid = _worker_pid(proc, t0)
     time.sleep(0.5)  # mid-run: generate() loops
     os.kill(pid, sig)
     signalled = time.monotonic()
@@ -182,3 +197,23 @@ def test_missing_main_guard_named(tmp_path, device):
     assert 'if __name__ == "__main__":' in err, err[-3000:]
     assert "DistStoreError" not in err and "Timed out" not in err
     assert named < NAMED_BOUND_S, f"named {named:.1f} s after Engine()"
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_worker_stopped_at_exit(tmp_path, device):
+    """A worker stopped just before the script ends: rank 0's exit handshake cannot finish;
+    the teardown gives up after its bound, kills the worker, aborts the groups and exits."""
+    t0 = time.monotonic()
+    proc = _start(_script(tmp_path, ENDINGS["worker_stopped_at_exit"]), device)
+    pid = _worker_pid(proc, t0)
+    os.kill(pid, signal.SIGSTOP)
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    out, err, took = _finish(proc, t0)
+    _no_worker_left(pid)
+    left = float(out.split("leaving", 1)[1].split()[0])
+    after = time.monotonic() - left
+    print(f"worker stopped at exit ({device}): exited {after:.1f} s after main() ended, "
+          f"{took:.1f} s in all")
+    assert "Traceback" not in err, err[-3000:]
+    assert after < END_WAIT_S + NAMED_BOUND_S, f"{after:.1f} s"

@@ -169,7 +169,7 @@ class TPGroup:
             if self._stop_watch.is_set():
                 return
             err = self.workers.failure()
-            if err is not None:
+            if err is not None and not self._stop_watch.is_set():  # set: an ordered exit
                 self.failed, self.alive = err, False
                 if self.device_type == "cuda":
                     pg.abort_groups()

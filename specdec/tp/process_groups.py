@@ -35,20 +35,25 @@ def init_groups(rank: int, world: int, device_type: str, port: int | None):
     return dist.new_group(backend="gloo")
 
 
+_ENDING = threading.Lock()  # the watchdog's abort and shutdown's, one at a time
+
+
 def bounded(fn, timeout: float) -> bool:
-    """fn() in a daemon thread; True if it returned (or raised) within `timeout` seconds.
-    A thread left behind is blocked in C++ without the GIL and does not hold up exit."""
-    done = threading.Event()
+    """fn() in a daemon thread; True if it returned within `timeout` seconds (False if it
+    raised, or is still running: a thread left behind is blocked in C++ without the GIL and
+    does not hold up exit)."""
+    done, ok = threading.Event(), []
 
     def run() -> None:
         try:
             fn()
-        except Exception:  # noqa: BLE001  a failed teardown step is the caller's fallback
+            ok.append(True)
+        except Exception:  # noqa: BLE001  a failed teardown step: the caller's fallback
             pass
         finally:
             done.set()
     threading.Thread(target=run, daemon=True, name="specdec-tp-teardown").start()
-    return done.wait(timeout)
+    return done.wait(timeout) and bool(ok)
 
 
 def abort_groups(timeout: float = END_WAIT_S) -> bool:
@@ -58,11 +63,14 @@ def abort_groups(timeout: float = END_WAIT_S) -> bool:
         return True
 
     def abort() -> None:
-        try:
-            c10d._abort_process_group()
-        except Exception:  # noqa: BLE001  a backend without abort: destroy is local there
-            if dist.is_initialized():
-                dist.destroy_process_group()
+        with _ENDING:
+            if not dist.is_initialized():
+                return
+            try:
+                c10d._abort_process_group()
+            except Exception:  # noqa: BLE001  a backend without abort: destroy is local there
+                if dist.is_initialized():
+                    dist.destroy_process_group()
     return bounded(abort, timeout)
 
 
@@ -71,6 +79,9 @@ def end_groups(healthy: bool, timeout: float = END_WAIT_S) -> bool:
     destroy does not return within `timeout`) aborted. True if they ended in time."""
     if not dist.is_initialized():
         return True
-    if healthy and bounded(dist.destroy_process_group, timeout):
+    def destroy() -> None:  # not under _ENDING: an abort must be able to end a stuck destroy
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    if healthy and bounded(destroy, timeout):
         return True
     return abort_groups(timeout)

@@ -94,13 +94,18 @@ class Workers:
             p = ctx.Process(target=target, args=(rank, *args, self.errors, beat), daemon=True,
                             name=f"specdec-tp{rank}")
             tap = _StderrTap()
-            saved = os.dup(2)
+            try:
+                saved = os.dup(2)
+            except OSError:  # no stderr to tap (a daemon): the worker starts without one
+                saved = None
             try:  # the child inherits fd 2 as it is at start: point it at the tap meanwhile
-                os.dup2(tap.write_fd, 2)
+                if saved is not None:
+                    os.dup2(tap.write_fd, 2)
                 p.start()
             finally:
-                os.dup2(saved, 2)
-                os.close(saved)
+                if saved is not None:
+                    os.dup2(saved, 2)
+                    os.close(saved)
                 os.close(tap.write_fd)
             threading.Thread(target=tap.pump, daemon=True, name=f"specdec-tp{rank}-stderr").start()
             self.procs[rank], self.taps[rank], self.beats[rank] = p, tap, beat
@@ -206,12 +211,13 @@ class Workers:
         return out.get("value")
 
     def end(self, wait_s: float) -> None:
-        """Join each worker for up to `wait_s` (all together), then terminate, then kill."""
+        """Join each worker for up to `wait_s` (all together), then terminate, then kill;
+        with wait_s 0 (a failed group), kill at once."""
         deadline = time.monotonic() + wait_s
         for p in self.procs.values():
             p.join(max(0.0, deadline - time.monotonic()))
         for p in self.procs.values():
-            if p.is_alive():
+            if p.is_alive() and wait_s > 0:
                 p.terminate()  # SIGTERM: also ends one blocked in a collective
                 p.join(2.0)
             if p.is_alive():
