@@ -149,3 +149,39 @@ def test_fixture_generates_and_drafts_well(capsys):
     with capsys.disabled():
         print(f"\n[pystdlib fixture, CPU fp32] chain (1,3,4) on 4 held-out prompts: {eng.stats}")
     assert eng.stats.mean_acceptance_length > 1.0
+
+
+def test_head_unroll_is_what_the_engine_drafts(monkeypatch):
+    """The training unroll computes the engine's draft forwards: depth 0 over the prompt is the
+    draft extend (every row), depth 1 at the bonus position and depth 2 after it are draft
+    decode forwards 0 and 1 of the first round (chain), fed the candidates the engine drew.
+    Fails if the shift, the feature feedback or the unroll mask differ from drafting."""
+    target_dir, eagle_dir, _, heldout = trained_pair_paths()
+    p = json.load(open(heldout, encoding="utf-8"))["prompts"][1][:32]
+    eng = Engine(model=target_dir, draft=eagle_dir, spec=SpecConfig(1, 3, 4), device="cpu",
+                 dtype="float32", max_context=96, max_batch=1)
+    eng.recorder = TraceRecorder(page_size=1, keep_kv_slots=False)
+    eng.generate([p], max_new_tokens=4)
+    extend = [f for f in eng.recorder.prefill if f.mode == "draft_extend"][0]
+    rnd = eng.recorder.rounds[0]
+    decode = [f for f in rnd.forwards if f.mode == "draft_decode"]
+    bonus = [f for f in rnd.forwards if f.mode == "target_verify"][0].input_ids[0].item()
+    ids = torch.tensor([p + [bonus] + [f.input_ids[0].item() for f in decode]])
+    target = load_llama(target_dir, "cpu", torch.float32)
+    head = load_eagle_head(eagle_dir, target, "cpu", torch.float32)
+    with torch.no_grad():
+        outs = head_unroll(head, ids, target_hidden(target, ids), 3)
+    n = len(p)
+    assert (outs[0][0, :n] - extend.hidden).abs().max().item() < 1e-4
+    for s, f in enumerate(decode, start=1):
+        assert f.positions.tolist() == [n + s - 1]
+        assert (outs[s][0, n + s - 1] - f.hidden[0]).abs().max().item() < 1e-4
+    # Negative control: depth s attending causally over the draft-extend keys (HASS's mask
+    # left out: the row sees the extend keys at its ancestors' positions) is another forward.
+    import specdec.train.dense as dense
+    monkeypatch.setattr(dense, "unroll_mask", lambda n, s, device: torch.cat(
+        [torch.ones(n, n, dtype=torch.bool, device=device).tril()]
+        + [torch.eye(n, dtype=torch.bool, device=device)] * s, dim=1))
+    with torch.no_grad():
+        wrong = dense.head_unroll(head, ids, target_hidden(target, ids), 3)
+    assert (wrong[1][0, n] - decode[0].hidden[0]).abs().max().item() > 1e-2
