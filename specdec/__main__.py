@@ -1,4 +1,4 @@
-"""`python -m specdec generate ...`: run the engine from the command line."""
+"""`python -m specdec generate|bench|train ...`: run, measure or train from the command line."""
 from __future__ import annotations
 
 import argparse
@@ -198,7 +198,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="decode/spec: generate() this many tokens at bs 1 and 8, with and "
                         "without --overlap scheduling (0: skip)")
     b.add_argument("--out", default=None)
+    from specdec.train.cli import add_train_parser, run_train
+    add_train_parser(sub)
     args = ap.parse_args(argv)
+    if args.cmd == "train":
+        try:
+            return run_train(args)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     if args.cmd == "bench":
         if args.tp < 1 or (args.tp > 1 and args.what not in ("decode", "spec")):
             ap.error(f"--tp {args.tp}: an integer >= 1, and only `bench decode` and `bench "
