@@ -182,7 +182,7 @@ def test_tp_law_rejects_misordered_vocab_gather(monkeypatch):
     from specdec.tp.comm import TPComm
     gather = TPComm.gather_last
     monkeypatch.setattr(TPComm, "gather_last",
-                        lambda self, x: gather(self, x).roll(x.shape[-1], dims=-1))
+                        lambda self, x, vocab: gather(self, x, vocab).roll(x.shape[-1], dims=-1))
     _fails("tp_equals_single", prop_tp_equals_single, TP, DEVICE)
 
 

@@ -60,6 +60,8 @@ def main(argv=None) -> int:
     m.add_argument("--overlap", action="store_true", help="overlap scheduling (section 10)")
     m.add_argument("--prefix-cache", action="store_true",
                    help="radix prefix cache; prompts from a few shared system prompts")
+    m.add_argument("--tp", type=int, default=1,
+                   help="tensor-parallel ranks (CPU: gloo processes; CUDA: that many GPUs)")
     bench.add_parser(sub)
     args = ap.parse_args(argv)
     profiles.register()
@@ -73,7 +75,7 @@ def main(argv=None) -> int:
         print(mixed_run(args.requests, args.seed, device, args.model, page_size=args.page_size,
                         max_batch=args.max_batch, pool_requests=args.pool_requests,
                         cuda_graph=args.cuda_graph, overlap=args.overlap,
-                        prefix_cache=args.prefix_cache))
+                        prefix_cache=args.prefix_cache, tp_size=args.tp))
         return 0
     if args.cmd == "check":
         profile = settings.get_profile(args.profile) if args.profile else settings.default

@@ -6,7 +6,8 @@ directory run where specdec is installed gets what this repository's own tests g
   device (harness/runners/profiles.py; `--hypothesis-profile` still overrides);
 - one torch thread on CPU and in xdist workers;
 - under xdist, one GPU per worker and a Triton cache per worker; `-n auto` sized for the
-  device (harness/runners/xdist_gpu.py);
+  device; on a host with several GPUs the multi_gpu tests all on one worker, and a lock per
+  GPU for TP engines (harness/runners/xdist_gpu.py);
 - `--engine NAME` (repeatable): run only the adapter-aware laws, on that engine (items
   marked `engine_law`; harness/runners/test_engine_laws.py, and specdec's white-box suite
   for `--engine specdec`); without it, everything, the black-box laws on both built-in
@@ -72,9 +73,16 @@ def pytest_configure(config) -> None:
     idx = xdist_gpu.worker_index()
     if idx is not None:
         xdist_gpu.pin_worker(idx)
+    xdist_gpu.configure_multi_gpu(config)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own: it reads the xdist_group marks
 def pytest_collection_modifyitems(config, items) -> None:
+    _select_engines(config, items)
+    xdist_gpu.group_multi_gpu(config, items)
+
+
+def _select_engines(config, items) -> None:
     """With --engine, keep the adapter-aware laws for those engines and deselect the rest."""
     engines = config.getoption("--engine")
     if not engines:
@@ -105,3 +113,8 @@ def pytest_report_header(config) -> str:
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: without xdist, nothing to size
 def pytest_xdist_auto_num_workers(config) -> int:
     return xdist_gpu.auto_num_workers()
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: multi-GPU tests on one worker
+def pytest_xdist_make_scheduler(config, log):
+    return xdist_gpu.make_scheduler(config, log)
