@@ -24,9 +24,10 @@ Observables:
   before each request; transformers draws from torch's global generator). Not
   PREFIX_STABLE_SAMPLING: that one stream is consumed in call order, and the assistant stops
   drafting at a stop id, so adding a stop id changes the draws before it.
-- BATCHING only where assisted generation accepts a batch of more than one row (left
-  padded): probed at build time, and transformers 5.x refuses ("assisted generate is only
-  supported for batch_size = 1"), so max_batch is 1 there.
+- Not BATCHING: whether assisted generation accepts a left-padded batch of two is probed at
+  build time and reported (transformers 5.24 refuses: "assisted generate is only supported
+  for batch_size = 1"); where it would accept one, a batch still shares one max_new_tokens,
+  one stop set and one random stream, so requests run one per call either way.
 Settings drawn about the engine: dtype, and `pad_token_id` (None: the tiny model has none,
 like most decoder-only checkpoints; 0: a pad id that prompts may contain, like checkpoints
 whose pad is <unk> = 0). The adapter always passes an all-ones attention_mask.
@@ -174,13 +175,14 @@ class TransformersAdapter:
         self.observables = frozenset({Observable.ACCEPT_LENGTHS, Observable.TARGET_LOGITS,
                                       Observable.SELF_DRAFT, Observable.PLAIN_GREEDY,
                                       Observable.SEEDED})
+        # One request per generate() call: a transformers batch shares one max_new_tokens,
+        # one stop set and one random stream, where the harness's requests each have their own.
         self.max_batch = 1
         refusal = self._probe_batching()
-        if refusal is None:
-            self.max_batch = 8
-            self.observables |= {Observable.BATCHING}
-        else:
-            self.why_not[Observable.BATCHING] = f"assisted generation refuses a batch: {refusal}"
+        self.why_not[Observable.BATCHING] = (
+            f"assisted generation refuses a batch: {refusal}" if refusal is not None else
+            "assisted generation accepts a left-padded batch in this version, but a batch "
+            "shares one max_new_tokens, stop set and random stream: requests run one by one")
 
     @classmethod
     def build(cls, device: str, **settings) -> "TransformersAdapter":
