@@ -5,7 +5,7 @@ Law broken: engine_self_draft (harness/laws/engine_self_draft.py). Found by `pyt
 harness check --engine transformers --with-known` (adapter setting pad_token_id=0):
 
   python -m harness repro engine_self_draft --device cpu --config '{"batch_size": 1,
-  "engine": "transformers", "extra": {}, "max_new_tokens": 2, "max_prompt_len": 8, "n": 0,
+  "engine": "transformers", "max_new_tokens": 2, "max_prompt_len": 8, "n": 0,
   "seed": 16964, "settings": {"dtype": "float32", "model_seed": 0, "pad_token_id": 0},
   "spec": {"draft_length": null, "drafter": "self", "extra": [["schedule", "constant"],
   ["confidence", 0.0], ["ngram", 1]], "tree_width": 1}, "temperature": 0.0, "top_k": 0,
@@ -44,7 +44,7 @@ from harness.laws import engine_self_draft
 from harness.laws.common import OracleFailure
 from harness.strategies.engine_cases import EngineCase
 
-CASE = json.loads("""{"batch_size": 1, "engine": "transformers", "extra": {}, "max_new_tokens": 2,
+CASE = json.loads("""{"batch_size": 1, "engine": "transformers", "max_new_tokens": 2,
 "max_prompt_len": 8, "n": 0, "seed": 16964, "settings": {"dtype": "float32", "model_seed": 0,
 "pad_token_id": 0}, "spec": {"draft_length": null, "drafter": "self", "extra": [["schedule",
 "constant"], ["confidence", 0.0], ["ngram", 1]], "tree_width": 1}, "temperature": 0.0,

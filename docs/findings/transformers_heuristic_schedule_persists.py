@@ -6,7 +6,7 @@ Law broken: engine_seeded_determinism (harness/laws/engine_seeded_determinism.py
 replays in a fresh process:
 
   python -m harness repro engine_seeded_determinism --device cpu --config '{"batch_size": 1,
-  "engine": "transformers", "extra": {}, "max_new_tokens": 16, "max_prompt_len": 8, "n": 0,
+  "engine": "transformers", "max_new_tokens": 16, "max_prompt_len": 8, "n": 0,
   "seed": 0, "settings": {"dtype": "float32", "model_seed": 0, "pad_token_id": null},
   "spec": {"draft_length": null, "drafter": "other", "extra": [["schedule", "heuristic"],
   ["confidence", 0.0], ["ngram", 2]], "tree_width": null}, "temperature": 1.0, "top_k": 0,
@@ -42,7 +42,7 @@ from harness.laws import engine_seeded_determinism
 from harness.laws.common import OracleFailure
 from harness.strategies.engine_cases import EngineCase
 
-CASE = json.loads("""{"batch_size": 1, "engine": "transformers", "extra": {}, "max_new_tokens": 16,
+CASE = json.loads("""{"batch_size": 1, "engine": "transformers", "max_new_tokens": 16,
 "max_prompt_len": 8, "n": 0, "seed": 0, "settings": {"dtype": "float32", "model_seed": 0,
 "pad_token_id": null}, "spec": {"draft_length": null, "drafter": "other", "extra": [["schedule",
 "heuristic"], ["confidence", 0.0], ["ngram", 2]], "tree_width": null}, "temperature": 1.0,

@@ -11,8 +11,8 @@ continuation before the cap, tokens whose first occurrence lies past the cap (a 
 accepted drafts can run past it: SGLang #33758), the prompt's own tokens, and tokens that
 never occur, one to three at once.
 
-Needs: PLAIN_GREEDY (the reference: greedy requests, the continuation run 8 tokens past each
-cap), TARGET_LOGITS (ties). With PREFIX_STABLE_SAMPLING as well, sampled requests too,
+Needs: PLAIN_GREEDY (the reference: greedy requests, the continuation run STOP_PAST_CAP
+tokens past each cap), TARGET_LOGITS (ties). With PREFIX_STABLE_SAMPLING as well, sampled requests too,
 against the same speculative seeded requests without stops at the same cap."""
 from __future__ import annotations
 
@@ -20,14 +20,14 @@ import random
 from dataclasses import replace
 
 from harness.adapters.protocol import Observable
-from harness.strategies.engine_cases import EngineCase, engine_cases, requests_for
-from harness.laws.finish import check_finish
-from harness.laws.engine_support import fail, margins, plain_continuation, run
 from harness.laws.common import OracleFailure
+from harness.laws.engine_support import fail, margins, plain_continuation, run
+from harness.laws.finish import check_finish
+from harness.strategies.configs import STOP_PAST_CAP
+from harness.strategies.engine_cases import EngineCase, engine_cases, requests_for
 
 NAME = "engine_finish"
 NEEDS = frozenset({Observable.PLAIN_GREEDY, Observable.TARGET_LOGITS})
-PAST_CAP = 8  # tokens of the unstopped continuation drawn from past each cap
 
 
 def cases(engine: str, device: str):
@@ -62,7 +62,7 @@ def check(adapter, case: EngineCase) -> dict:
     reqs = requests_for(case, adapter.vocab_size)
     rng = random.Random(case.seed ^ 0x5709)
     if case.temperature == 0:
-        refs = plain_continuation(adapter, reqs, PAST_CAP)
+        refs = plain_continuation(adapter, reqs, STOP_PAST_CAP)
         marg = [margins(adapter, r, c) for r, c in zip(reqs, refs)]
     else:  # the same seeded speculative requests without stops, at the same cap
         refs, marg = run(adapter, reqs, case.spec_obj), None

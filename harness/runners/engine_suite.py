@@ -56,7 +56,7 @@ def run_case(law: str, case: EngineCase, device: str):
 
 def law_test(law: str, engine: str, device: str, max_examples: int | None = None,
              profile: settings | None = None):
-    """The Hypothesis test of one law on one engine (pytest and the zoo call it)."""
+    """The Hypothesis test of one law on one engine (test_engine_laws.py runs it)."""
     mod = ENGINE_LAWS[law]
 
     @given(case=mod.cases(engine, device))

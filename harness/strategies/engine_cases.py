@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 from hypothesis import strategies as st
 
@@ -31,7 +31,6 @@ class EngineCase:
     top_k: int = 0
     top_p: float = 1.0
     n: int = 0                       # samples (the distribution law)
-    extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
