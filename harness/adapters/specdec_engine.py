@@ -96,7 +96,11 @@ class SpecdecAdapter:
             "cuda_graph": st.booleans(), "overlap": st.booleans()})
 
     def version(self) -> str:
-        return "specdec (this checkout)"
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            return f"specdec {version('specdec')}"
+        except PackageNotFoundError:  # run from a checkout that is not installed
+            return "specdec (uninstalled checkout)"
 
     def spec_space(self, **fixed):
         def with_ndt(shape):
