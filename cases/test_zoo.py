@@ -7,12 +7,19 @@ import pytest
 
 from cases import CASES
 from harness.strategies.runs import default_device
-from harness.runners.suite import ALL_PROPERTIES, runnable, suite
+from harness.runners.suite import ALL_PROPERTIES, gpus_needed, runnable, suite
 from harness.runners.zoo import detect_isolated
 from specdec import faults
 from specdec.faults import REGISTRY
 
 DEVICE = default_device()
+
+
+def _faults():
+    """Faults whose case needs several GPUs (tensor parallel) are marked multi_gpu: under
+    `pytest -n auto` they run on the one worker of the multi-GPU tests."""
+    return [pytest.param(f, marks=pytest.mark.multi_gpu)
+            if gpus_needed(CASES[f].example, DEVICE) > 1 else f for f in REGISTRY]
 
 
 def test_every_fault_has_a_case_and_an_entry():
@@ -27,7 +34,7 @@ def test_faults_are_off_by_default():
         __import__("os").environ.get("SPECDEC_FAULTS", "").split(","))
 
 
-@pytest.mark.parametrize("fault", list(REGISTRY))
+@pytest.mark.parametrize("fault", _faults())
 def test_suite_catches(fault):
     if not runnable(CASES[fault].example, DEVICE):
         pytest.skip(f"{fault}: tp_size={CASES[fault].example.tp_size} needs more GPUs than "
@@ -36,7 +43,7 @@ def test_suite_catches(fault):
     assert row.caught, f"{fault}: the suite passed {row.examples} examples with the fault on"
 
 
-@pytest.mark.parametrize("fault", list(REGISTRY))
+@pytest.mark.parametrize("fault", _faults())
 def test_example_passes_without_fault(fault):
     case = CASES[fault]
     if not runnable(case.example, DEVICE):

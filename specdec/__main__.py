@@ -99,6 +99,10 @@ def _bench(args, argv) -> int:
         from specdec.bench import tp
         rows, extra = tp.run(args.device, args.dtype, models, bss, context, iters, args.warmup,
                              args.tp)
+    elif args.what == "spec" and args.tp > 1:
+        from specdec.bench import spec, tp_spec
+        rows, extra = tp_spec.run(args.device, args.dtype, models, bss, context, iters,
+                                  args.warmup, args.tp, spec.parse_configs(args.spec_configs))
     elif args.what == "prefix":
         from specdec.bench import prefix
         rows = prefix.run(args.device, args.dtype, models, bss, context, iters)
@@ -193,8 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--spec-configs", default="1,3,4;4,4,8",
                    help="spec: topk,steps,ndt;... (profile: the first)")
     b.add_argument("--tp", type=int, default=1,
-                   help="decode: the step sharded over this many ranks against one rank, with "
-                        "the collectives' time per step (specdec/bench/tp.py)")
+                   help="decode / spec: the step or round sharded over this many ranks against "
+                        "one rank, with the collectives' time per step (specdec/bench/tp.py, "
+                        "tp_spec.py)")
     b.add_argument("--no-plot", action="store_true", help="JSON only")
     b.add_argument("--e2e-tokens", type=int, default=256,
                    help="decode/spec: generate() this many tokens at bs 1 and 8, with and "
@@ -217,9 +222,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
     if args.cmd == "bench":
-        if args.tp < 1 or (args.tp > 1 and args.what != "decode"):
-            ap.error(f"--tp {args.tp}: an integer >= 1, and only `bench decode` runs tensor "
-                     "parallel")
+        if args.tp < 1 or (args.tp > 1 and args.what not in ("decode", "spec")):
+            ap.error(f"--tp {args.tp}: an integer >= 1, and only `bench decode` and `bench "
+                     "spec` run tensor parallel")
         return _bench(args, sys.argv[1:] if argv is None else argv)
     try:
         return _generate(args)

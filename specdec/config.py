@@ -37,6 +37,9 @@ MODEL_SHAPES: dict[str, ModelConfig] = {
     # CPU tests: two layers, GQA 4:2, untied head, a vocabulary that is no power of two.
     "tiny": ModelConfig(vocab_size=320, hidden_size=64, intermediate_size=128, num_layers=2,
                         num_heads=4, num_kv_heads=2, head_dim=16),
+    # An odd vocabulary: tensor parallelism's vocab shards are uneven (161 + 160 rows).
+    "tiny-odd": ModelConfig(vocab_size=321, hidden_size=64, intermediate_size=128, num_layers=2,
+                            num_heads=4, num_kv_heads=2, head_dim=16),
     "tiny-tied": ModelConfig(vocab_size=320, hidden_size=64, intermediate_size=128, num_layers=2,
                              num_heads=4, num_kv_heads=2, head_dim=16, tie_word_embeddings=True),
     # Long-context tests, scaled down: llama3 RoPE scaling whose original length (128) the CPU

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -26,9 +27,10 @@ from specdec.request import Req
 from specdec.sampling_params import SamplingParams
 from specdec.rounds import RoundRunner
 from specdec.scheduler import RequestOutput, Scheduler
-from specdec.tp.group import TPGroup, check_tp_args, serve
-from specdec.tp.replicate import check_replies, each_rank, replicated
+from specdec.tp.group import TPGroup, check_tp_args
+from specdec.tp.replicate import check_replies, collect, each_rank, replicated
 from specdec.tp.shard import check_divisible, shard_model
+from specdec.tp.worker import serve
 from specdec.validate import check_prompt, check_prompts, reserve_margin
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -105,7 +107,10 @@ class Engine:
                 serve(self.tp_group)
                 self.tp_group.shutdown()
                 raise SystemExit(0)
-            self.tp_group.send(("build", init_args, sorted(faults.enabled())))
+            # The workers build the same engine through this factory (nothing under
+            # specdec/tp imports the engine).
+            factory = functools.partial(type(self), **init_args)
+            self.tp_group.send(("build", factory, sorted(faults.enabled())))
         if self.tp_group is not None and self.device_is_cuda(device):
             device = f"cuda:{self.tp_group.cuda_index}"  # one GPU per rank
         self.spec, self.page_size, self.seed = spec, page_size, seed
@@ -120,7 +125,12 @@ class Engine:
                 self.close()
             raise
         if self.tp_group is not None and self.tp_group.rank == 0:
-            check_replies(self.tp_group.replies(("ok", None, None)), None)
+            try:  # a worker that failed to build is named here (TPWorkerError)
+                check_replies(collect(self.tp_group, ("ok", None, None)), None)
+            except BaseException:
+                self.tp_group.alive = False
+                self.close()
+                raise
 
     @staticmethod
     def device_is_cuda(device: str) -> bool:
@@ -400,7 +410,7 @@ class Engine:
         if group is None or group.rank > 0:
             self.tp_group = group
             return
-        if group.alive:
+        if group.alive and group.failed is None:
             try:
                 group.send(("drop",))
                 check_replies(group.replies(("ok", None, None)), None)

@@ -46,6 +46,16 @@ def test_finish_law_rejects_bad_outputs():
         _fails("finish", check_finish, [out(toks, why)], [5], [(9,)])
 
 
+def test_finish_law_rejects_a_stop_reason_from_past_the_cap():
+    """A stop token whose first occurrence lies past the cap (reached by a round's accepted
+    drafts) must not make the reason "stop", nor appear in the output."""
+    out = lambda toks, why: RequestOutput(0, [1], toks, why)  # noqa: E731
+    ref = [[1, 2, 3, 9, 5]]
+    check_finish([out([1, 2, 3], "length")], [3], [(9,)], ref, None)
+    _fails("finish", check_finish, [out([1, 2, 3], "stop")], [3], [(9,)], ref)
+    _fails("finish", check_finish, [out([1, 2, 3, 9], "stop")], [3], [(9,)], ref)
+
+
 def test_finish_law_rejects_uncut_outputs(monkeypatch):
     prop_finish(FINISH, DEVICE)
     monkeypatch.setattr(Req, "visible_output", lambda self: list(self.output))
@@ -172,7 +182,7 @@ def test_tp_law_rejects_misordered_vocab_gather(monkeypatch):
     from specdec.tp.comm import TPComm
     gather = TPComm.gather_last
     monkeypatch.setattr(TPComm, "gather_last",
-                        lambda self, x: gather(self, x).roll(x.shape[-1], dims=-1))
+                        lambda self, x, vocab: gather(self, x, vocab).roll(x.shape[-1], dims=-1))
     _fails("tp_equals_single", prop_tp_equals_single, TP, DEVICE)
 
 

@@ -59,6 +59,37 @@ def test_the_check_sees_imports(tmp_path):
     assert _imports(src) == ({"os", "harness"}, {"conftest"})
 
 
+def _specdec_modules(path: pathlib.Path) -> set[str]:
+    """Every `specdec.*` module a file imports, at module level or inside functions."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("specdec"))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module \
+                and node.module.startswith("specdec"):
+            found.add(node.module)
+            found.update(f"{node.module}.{a.name}" for a in node.names)
+    return found
+
+
+def test_tp_does_not_import_the_engine():
+    """specdec/tp/ sits below the engine: a worker builds its engine through the factory rank
+    0 sends it, so no engine.py -> tp/ -> engine.py circle (not even a lazy import)."""
+    bad = {str(p.relative_to(ROOT)): sorted(m for m in _specdec_modules(p)
+                                            if m in ("specdec.engine", "specdec.Engine"))
+           for p in sorted((ROOT / "specdec" / "tp").glob("*.py"))}
+    assert not {k: v for k, v in bad.items() if v}, f"specdec/tp imports the engine: {bad}"
+
+
+def test_the_circle_check_sees_a_lazy_engine_import(tmp_path):
+    """Not vacuous: the worker loop's former `from specdec.engine import Engine` (inside a
+    function) is seen, and so is `from specdec import Engine`."""
+    src = tmp_path / "mod.py"
+    src.write_text("def serve():\n    from specdec.engine import Engine\n"
+                   "    from specdec import Engine as E\n")
+    assert {"specdec.engine", "specdec.Engine"} <= _specdec_modules(src)
+
+
 def test_harness_finds_the_cases_without_importing_them():
     """The cases the harness loads (SPECDEC_CASES, else the `specdec.cases` entry point that
     pyproject.toml declares) are this checkout's, and the declared entry point names them."""

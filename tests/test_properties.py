@@ -12,6 +12,8 @@ from harness.strategies.runs import default_device
 from harness.runners.suite import ALL_PROPERTIES, gpus_needed, runnable, suite
 
 DEVICE = default_device()
+# specdec's white-box suite: what `pytest --engine specdec` runs besides the black-box laws.
+pytestmark = pytest.mark.engine_law("specdec")
 
 
 def _check(name: str, cfg) -> None:

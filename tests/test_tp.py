@@ -92,3 +92,60 @@ def test_tp_lifecycle_errors_and_checks():
         with pytest.raises(RuntimeError, match=r"group failed earlier"):
             third.generate([[1]], 2)
     assert TPGroup._current is None or not TPGroup._current.in_use
+
+
+def test_gpu_locks_one_engine_per_gpu(tmp_path, monkeypatch):
+    """specdec/tp/gpu_lock.py: a second holder of an overlapping GPU set waits, then times out
+    naming the holder; disjoint sets do not wait; release frees them. (flock conflicts
+    between two open files of one process too, so one process shows it.)"""
+    from specdec.tp.gpu_lock import ENV, GPULocks
+    monkeypatch.setenv(ENV, str(tmp_path))
+    first = GPULocks([1, 0])
+    first.acquire(1.0)
+    with pytest.raises(TimeoutError, match=rf"GPU 1 is held by another tensor-parallel engine "
+                                           rf"\(pid {__import__('os').getpid()}\)"):
+        GPULocks([1, 2]).acquire(0.3)
+    other = GPULocks([2, 3])
+    other.acquire(0.3)
+    first.release()
+    again = GPULocks([0, 1])
+    again.acquire(0.3)
+    again.release(), other.release()
+    monkeypatch.delenv(ENV)
+    unset = GPULocks([0, 1])
+    unset.acquire(0.0)  # no ENV: a no-op
+    assert unset.files == []
+
+
+@pytest.mark.parametrize("vocab", [320, 321])
+def test_vocab_seams_are_the_shard_edges(vocab):
+    """The law's seam ids (harness/strategies/vocab_seams.py, written from the sharding rule)
+    are the edges of the rows each rank keeps (specdec/tp/comm.py), and the drawn prompts of
+    a batch hold every one of them."""
+    from harness.strategies.runs import make_prompts
+    from harness.strategies.vocab_seams import seam_stops, vocab_seams, with_seams
+    from specdec.tp.comm import TPComm
+    edges = {0, vocab - 1}
+    for rank in range(2):
+        first, count = TPComm(rank, 2, "unused").vocab_rows(vocab)
+        edges.update((first, first + count - 1))
+    assert vocab_seams(vocab, 2) == sorted(edges)
+    assert sum(TPComm(r, 2, "unused").vocab_rows(vocab)[1] for r in range(2)) == vocab
+    seams = vocab_seams(vocab, 2)
+    prompts = with_seams(make_prompts(7, 4, vocab, 6), seams, 7)
+    assert set(seams) <= {t for p in prompts for t in p}
+    assert all(0 <= t < vocab for p in prompts for t in p)
+    assert {s for stop in seam_stops(4, seams) for s in stop} == set(seams)
+
+
+def test_odd_vocab_needs_no_division():
+    """An odd vocabulary shards unevenly (tiny-odd: 161 + 160 rows); too many ranks for the
+    vocabulary is refused by name."""
+    from specdec import ModelConfig
+    from specdec.tp.shard import check_divisible
+    check_divisible(ModelConfig(vocab_size=321, hidden_size=64, intermediate_size=128,
+                                num_layers=2, num_heads=4, num_kv_heads=2, head_dim=16), 2)
+    with pytest.raises(ValueError, match=r"tp_size=4 is too many ranks for the model's "
+                                         r"vocab_size=3"):
+        check_divisible(ModelConfig(vocab_size=3, hidden_size=64, intermediate_size=128,
+                                    num_layers=2, num_heads=4, num_kv_heads=4, head_dim=16), 4)

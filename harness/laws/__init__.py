@@ -20,4 +20,13 @@ violation. harness/runners/suite.py pairs each property with the strategy it is 
 - lifecycle.py: the stateful machine over add / step / abort / refuse (continuous batching)
 - acceptance_path_invariant.py: per-round accept lengths are the same on every path
 - acceptance_floor.py: the trained pair's accept length stays above its baseline's bound
+
+Black-box laws, over any engine adapter (harness/adapters/), each naming in NEEDS the
+observables it needs; harness/runners/engine_suite.py lists them:
+- engine_lossless_greedy.py: speculative greedy == the engine's own plain greedy (tie-aware)
+- engine_finish.py: length, stop position, reason, == plain continuation cut at stop or cap
+- engine_self_draft.py: drafter = target accepts every draft, ties aside
+- engine_sampled_distribution.py: the first two sampled tokens follow the filtered target
+- engine_seeded_determinism.py: a seeded batch is reproducible across calls
+- engine_support.py: what they share (margins for ties, the plain continuation)
 """

@@ -11,9 +11,10 @@ harness/strategies/configs.py run_configs (stops drawn)."""
 from __future__ import annotations
 
 from harness.laws.common import OracleFailure
-from harness.strategies.drawn_run import build_engine, greedy_reference_outputs, run
-from harness.strategies.runs import default_device, new_token_counts
-from harness.strategies.configs import RunConfig
+from harness.strategies.configs import STOP_PAST_CAP, RunConfig
+from harness.strategies.drawn_run import (build_engine, prompts_for, run, run_context,
+                                          sampling_for)
+from harness.strategies.runs import default_device, greedy_baseline, new_token_counts, serve
 from harness.references.ties import compare_greedy
 
 
@@ -60,18 +61,26 @@ def check_finish(outputs, max_new: list[int], stops: list[tuple], references=Non
 
 
 def prop_finish(cfg: RunConfig, device: str | None = None) -> None:
-    """Oracle 8 over drawn runs: ragged max_new_tokens, a stop token that the request really
-    reaches (taken from its own unstopped continuation at index stop_at), any accept lengths
-    (eagle, self, perturbed drafts), greedy or sampled. The reference is plain greedy decoding
-    for greedy requests; for sampled ones (fp32) the same seeded requests run without stops
-    (a seed's draws are keyed by position, never by the batch)."""
+    """Oracle 8 over drawn runs: ragged max_new_tokens, a stop token taken from the request's
+    own unstopped continuation at index stop_at, which may lie up to STOP_PAST_CAP tokens past
+    its cap (a token whose first occurrence is past the cap: a round's accepted drafts can
+    reach it, the output must not), any accept lengths (eagle, self, perturbed drafts), greedy
+    or sampled. The reference is plain greedy decoding for greedy requests; for sampled ones
+    (fp32) the same seeded requests run without stops (a seed's draws are keyed by position,
+    never by the batch), both STOP_PAST_CAP tokens past each cap."""
     device = device or default_device()
     eng = build_engine(cfg, device)
     counts = new_token_counts(cfg.seed, cfg.batch_size, cfg.max_new_tokens, cfg.ragged)
+    prompts = prompts_for(cfg, eng.cfg.vocab_size, device)
+    longer = [n + STOP_PAST_CAP for n in counts]
     if cfg.temperature == 0:
-        refs, margins = greedy_reference_outputs(cfg, device, eng)
+        refs, margins = greedy_baseline(cfg.model, prompts, cfg.max_new_tokens + STOP_PAST_CAP,
+                                        device, cfg.dtype, cfg.seed % 1000)
     else:
-        refs, margins = [o.tokens for o in run(cfg, build_engine(cfg, device))], None
+        context = run_context(cfg, cfg.overlap) + STOP_PAST_CAP
+        ref_eng = build_engine(cfg, device, cache=False, max_context=context)
+        refs = [o.tokens for o in serve(ref_eng, prompts, longer, sampling_for(cfg))]
+        margins = None
     stops = [(r[cfg.stop_at],) if 0 <= cfg.stop_at < len(r) else () for r in refs]
     outs = run(cfg, eng, stops)
     exact = cfg.temperature == 0 or cfg.dtype == "float32"

@@ -10,10 +10,12 @@ import kernels._triton_env  # noqa: F401  (before anything imports triton)
 import torch
 from hypothesis import settings
 
+from harness.adapters.registry import adapter_class
 from harness.laws.common import OracleFailure
 from harness.runners import acceptance, bench, profiles
 from harness.runners.cases import load_cases
 from harness.runners.check import check
+from harness.runners.engine_suite import ENGINE_LAWS
 from harness.runners.suite import ALL_PROPERTIES
 from harness.strategies.runs import default_device
 from specdec.faults import REGISTRY
@@ -26,8 +28,16 @@ def main(argv=None) -> int:
     c.add_argument("--budget", type=float, default=60.0, help="seconds for the whole sweep")
     c.add_argument("--profile", default=None, help="Hypothesis profile (dev, ci, gpu, nightly)")
     c.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
+    c.add_argument("--engine", default="specdec",
+                   help="the engine's adapter: specdec (default: white-box suite and the "
+                        "black-box laws), transformers, an entry point of group "
+                        "specdec.adapters, or module:Class (docs/adapters.md)")
+    c.add_argument("--with-known", action="store_true",
+                   help="also draw the cases of the engine's recorded findings (docs/findings/; "
+                        "same as SPECDEC_KNOWN_FINDINGS=include)")
     r = sub.add_parser("repro", help="replay one configuration of one property")
-    r.add_argument("property", choices=sorted(ALL_PROPERTIES) + sorted(REGISTRY),
+    r.add_argument("property", choices=sorted(ALL_PROPERTIES) + sorted(ENGINE_LAWS)
+                   + sorted(REGISTRY),
                    help="a property (with --config), or a fault: replay its historical bug")
     r.add_argument("--config", default=None, help="the JSON a failure report printed")
     r.add_argument("--device", default=None)
@@ -50,6 +60,8 @@ def main(argv=None) -> int:
     m.add_argument("--overlap", action="store_true", help="overlap scheduling (section 10)")
     m.add_argument("--prefix-cache", action="store_true",
                    help="radix prefix cache; prompts from a few shared system prompts")
+    m.add_argument("--tp", type=int, default=1,
+                   help="tensor-parallel ranks (CPU: gloo processes; CUDA: that many GPUs)")
     bench.add_parser(sub)
     acceptance.add_parser(sub)
     args = ap.parse_args(argv)
@@ -66,11 +78,18 @@ def main(argv=None) -> int:
         print(mixed_run(args.requests, args.seed, device, args.model, page_size=args.page_size,
                         max_batch=args.max_batch, pool_requests=args.pool_requests,
                         cuda_graph=args.cuda_graph, overlap=args.overlap,
-                        prefix_cache=args.prefix_cache))
+                        prefix_cache=args.prefix_cache, tp_size=args.tp))
         return 0
     if args.cmd == "check":
         profile = settings.get_profile(args.profile) if args.profile else settings.default
-        return check(args.budget, device, profile)
+        if args.with_known:
+            import os
+            os.environ["SPECDEC_KNOWN_FINDINGS"] = "include"
+        try:
+            adapter_class(args.engine)
+        except ValueError as exc:
+            ap.error(str(exc))
+        return check_engine(args.engine, args.budget, device, profile)
     if args.cmd == "zoo":
         from harness.runners.zoo import zoo
         names = args.faults.split(",") if args.faults else None
@@ -80,6 +99,8 @@ def main(argv=None) -> int:
         return _repro_fault(args.property, device)
     if args.config is None:
         ap.error(f"repro {args.property} needs --config (the JSON a failure report printed)")
+    if args.property in ENGINE_LAWS:
+        return _repro_engine_law(args.property, args.config, device)
     from harness.runners.suite import LAWS
     law = LAWS[args.property]
     cfg = law.config(**json.loads(args.config))
@@ -94,6 +115,33 @@ def main(argv=None) -> int:
         print(f"FAILED {args.property}: {type(exc).__name__}: {exc}")
         return 1
     print(f"passed {args.property} on {device}: {cfg.to_dict()}")
+    return 0
+
+
+def check_engine(engine: str, budget: float, device: str, profile) -> int:
+    """specdec: the white-box suite and the black-box laws, the budget split by law count;
+    any other engine: the black-box laws, the white-box ones listed as not applicable."""
+    from harness.runners.engine_check import print_reports, sweep
+    from harness.runners.suite import LAWS
+    share = len(ENGINE_LAWS) / (len(ENGINE_LAWS) + (len(LAWS) if engine == "specdec" else 0))
+    rc = check(budget * (1 - share), device, profile) if engine == "specdec" else 0
+    if engine == "specdec":
+        print()
+    reports = sweep(engine, budget * share, device, profile)
+    return print_reports(engine, device, reports, list(LAWS)) or rc
+
+
+def _repro_engine_law(law: str, config: str, device: str) -> int:
+    """One case of a black-box law, on the engine the case names."""
+    from harness.strategies.engine_cases import EngineCase
+    case = EngineCase.from_dict(json.loads(config))
+    adapter = case.adapter(device)
+    try:
+        stats = ENGINE_LAWS[law].check(adapter, case)
+    except OracleFailure as exc:
+        print(f"FAILED {law} on {adapter.version()}: {exc}")
+        return 1
+    print(f"passed {law} on {adapter.version()} / {device}: {stats}")
     return 0
 
 

@@ -5,7 +5,9 @@ request's output equals an independent greedy run of that request alone (ties as
 an aborted request's partial output is a prefix of it, the allocator accounting holds after
 every step, and no page or request row is left at the end. Reports throughput. With the prefix
 cache, prompts are a few shared system prompts plus a short user part; the hit rate is
-reported, and after a final flush every page must be free."""
+reported, and after a final flush every page must be free. With `tp_size` > 1 the engine is
+sharded (the references stay on one rank) and the accounting is checked on every rank after
+every step (the engine's own cross-rank check compares every rank's state with rank 0's)."""
 from __future__ import annotations
 
 import random
@@ -83,6 +85,14 @@ def plan(n: int, seed: int, vocab: int, max_prompt_len: int, max_new_tokens: int
     return out
 
 
+def _accounting(engine, live_none: bool = False) -> None:
+    """On every rank (module level: pickled to the workers)."""
+    engine.check_accounting([] if live_none else None)
+    if live_none and len(engine.memory.req_pool._free_rows) != engine.max_batch:
+        rank = engine.tp_group.rank if engine.tp_group is not None else 0
+        raise OracleFailure("mixed_run", f"tp rank {rank}: a request row was not returned")
+
+
 def references(model: str, engine: Engine, planned: list[Planned], dtype: str):
     """Each request alone, plain greedy (spec=None, same weights): (tokens, top-2 margins)."""
     ref = Engine(model=model, spec=None, device=str(engine.device), dtype=dtype,
@@ -99,16 +109,24 @@ def mixed_run(n_requests: int = 200, seed: int = 0, device: str = "cpu", model: 
               max_batch: int = 16, pool_requests: float = 3.0, max_prompt_len: int = 32,
               max_new_tokens: int = 32, cuda_graph: bool = False,
               dtype: str = "float32", overlap: bool = False, prefix_cache: bool = False,
-              system_prompts: int = 4) -> MixedReport:
+              system_prompts: int = 4, tp_size: int = 1) -> MixedReport:
     """The pool holds `pool_requests` largest requests' worst cases: fewer than max_batch.
-    prefix_cache: the radix cache on, prompts from `system_prompts` shared system prompts."""
+    prefix_cache: the radix cache on, prompts from `system_prompts` shared system prompts.
+    tp_size: ranks the engine is sharded over (specdec/tp/)."""
     spec = spec or SpecConfig(topk=2, num_steps=3, num_draft_tokens=6)
     context = max_prompt_len + max_new_tokens + reserve_margin(spec, page_size, overlap)
     worst = -(-context // page_size)  # pages of the largest request, worst case
     eng = Engine(model=model, spec=spec, draft=draft, page_size=page_size, device=device,
                  dtype=dtype, seed=seed % 1000, max_batch=max_batch, cuda_graph=cuda_graph,
                  max_context=context, num_pages=1 + int(pool_requests * worst), overlap=overlap,
-                 prefix_cache=prefix_cache)
+                 prefix_cache=prefix_cache, tp_size=tp_size)
+    with eng:  # a tensor-parallel engine frees its workers at the end, or on a failure
+        return _run(eng, n_requests, seed, model, dtype, max_prompt_len, max_new_tokens,
+                    prefix_cache, system_prompts)
+
+
+def _run(eng: Engine, n_requests: int, seed: int, model: str, dtype: str, max_prompt_len: int,
+         max_new_tokens: int, prefix_cache: bool, system_prompts: int) -> MixedReport:
     planned = plan(n_requests, seed, eng.cfg.vocab_size, max_prompt_len, max_new_tokens,
                    system_prompts if prefix_cache else 0)
     refs = references(model, eng, planned, dtype)
@@ -132,7 +150,7 @@ def mixed_run(n_requests: int = 200, seed: int = 0, device: str = "cpu", model: 
         if eng.device.type == "cuda":
             torch.cuda.synchronize()
         busy += time.perf_counter() - t0
-        eng.check_accounting()
+        eng.tp_each(_accounting)  # every rank's accounting (one rank: this engine's)
         step += 1
     report.steps, report.seconds = step, busy
     report.retractions = eng.scheduler.retractions
@@ -161,7 +179,5 @@ def mixed_run(n_requests: int = 200, seed: int = 0, device: str = "cpu", model: 
         if free.num_free != free.num_pages - 1:
             raise OracleFailure("mixed_run", f"{free.num_pages - 1 - free.num_free} pages "
                                 "still held after the last request and a flush")
-    eng.check_accounting([])  # no page owned by anyone at the end
-    if len(eng.memory.req_pool._free_rows) != eng.max_batch:
-        raise OracleFailure("mixed_run", "a request row was not returned")
+    eng.tp_each(_accounting, True)  # no page owned, no row held, on any rank, at the end
     return report

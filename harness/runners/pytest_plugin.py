@@ -6,7 +6,12 @@ directory run where specdec is installed gets what this repository's own tests g
   device (harness/runners/profiles.py; `--hypothesis-profile` still overrides);
 - one torch thread on CPU and in xdist workers;
 - under xdist, one GPU per worker and a Triton cache per worker; `-n auto` sized for the
-  device (harness/runners/xdist_gpu.py);
+  device; on a host with several GPUs the multi_gpu tests all on one worker, and a lock per
+  GPU for TP engines (harness/runners/xdist_gpu.py);
+- `--engine NAME` (repeatable): run only the adapter-aware laws, on that engine (items
+  marked `engine_law`; harness/runners/test_engine_laws.py, and specdec's white-box suite
+  for `--engine specdec`); without it, everything, the black-box laws on both built-in
+  adapters;
 - the device and profile in the report header.
 """
 from __future__ import annotations
@@ -43,9 +48,21 @@ def pytest_addoption(parser) -> None:
     group.addoption("--faults", default=None, metavar="NAME[,NAME]",
                     help="switch on bug-zoo faults for the whole run (names and the mistake "
                          "each one makes: faultpoints/__init__.py, cases/)")
+    group.addoption("--engine", action="append", default=None, metavar="NAME",
+                    help="run only the adapter-aware laws, on this engine: a built-in "
+                         "(specdec, transformers), an entry point of group specdec.adapters, "
+                         "or module:Class (docs/adapters.md); repeatable")
 
 
 def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "engine_law(name=None): an adapter-aware law; with "
+                            "--engine only these run (name: the one engine it is for)")
+    for engine in config.getoption("--engine") or ():
+        from harness.adapters.registry import adapter_class
+        try:
+            adapter_class(engine)
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
     names = config.getoption("--faults")
     if names:
         import faultpoints
@@ -56,6 +73,29 @@ def pytest_configure(config) -> None:
     idx = xdist_gpu.worker_index()
     if idx is not None:
         xdist_gpu.pin_worker(idx)
+    xdist_gpu.configure_multi_gpu(config)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own: it reads the xdist_group marks
+def pytest_collection_modifyitems(config, items) -> None:
+    _select_engines(config, items)
+    xdist_gpu.group_multi_gpu(config, items)
+
+
+def _select_engines(config, items) -> None:
+    """With --engine, keep the adapter-aware laws for those engines and deselect the rest."""
+    engines = config.getoption("--engine")
+    if not engines:
+        return
+    keep, drop = [], []
+    for item in items:
+        mark = item.get_closest_marker("engine_law")
+        engine = (mark.args[0] if mark and mark.args else
+                  getattr(getattr(item, "callspec", None), "params", {}).get("engine"))
+        (keep if mark and engine in engines else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 def pytest_report_header(config) -> str:
@@ -65,9 +105,16 @@ def pytest_report_header(config) -> str:
         from hypothesis import settings
         line += f" hypothesis-profile={settings._current_profile}"
     faults = config.getoption("--faults")
-    return line + (f" faults={faults}" if faults else "")
+    engines = config.getoption("--engine")
+    return (line + (f" faults={faults}" if faults else "")
+            + (f" engines={','.join(engines)}" if engines else ""))
 
 
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: without xdist, nothing to size
 def pytest_xdist_auto_num_workers(config) -> int:
     return xdist_gpu.auto_num_workers()
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: multi-GPU tests on one worker
+def pytest_xdist_make_scheduler(config, log):
+    return xdist_gpu.make_scheduler(config, log)

@@ -1,10 +1,10 @@
-"""xdist on GPUs (shared/spec/harness.md): one GPU per worker, a Triton cache per worker, and
-how many workers `-n auto` starts."""
+"""xdist on GPUs (shared/spec/harness.md): one GPU per worker, a Triton cache per worker, how
+many workers `-n auto` starts, and where the tests that need several GPUs run."""
 from __future__ import annotations
 
 import os
 
-import torch
+import pytest
 
 
 def worker_index() -> int | None:
@@ -18,11 +18,13 @@ def pin_worker(idx: int) -> None:
     concurrent compiles has produced silent NaNs upstream."""
     base = os.environ.get("TRITON_CACHE_DIR", os.path.expanduser("~/.triton/cache"))
     os.environ["TRITON_CACHE_DIR"] = os.path.join(base, f"worker{idx}")
+    import torch
     if torch.cuda.is_available():
         torch.cuda.set_device(idx % torch.cuda.device_count())
 
 
 def auto_num_workers() -> int:
+    import torch
     cpus = os.cpu_count() or 1
     if torch.cuda.is_available():
         # Workers are host-bound (tiny models: kernel launches, Python), so one per CPU core,
@@ -31,3 +33,61 @@ def auto_num_workers() -> int:
         gpus = torch.cuda.device_count()
         return max(gpus, min(cpus, 16 * gpus))
     return cpus
+
+
+# -- tests that need several GPUs, under `pytest -n auto` ------------------------------------
+# On a host with G >= 2 GPUs every test marked multi_gpu (TP laws, TP zoo cases, the NCCL
+# endings) runs on one xdist worker, one after another, while the others keep one GPU each:
+# the controller schedules with xdist's LoadGroupScheduling (tests without the group are
+# spread as under plain `load`) and the workers tag those tests' node ids with the group, as
+# `--dist loadgroup` would, so `pytest -n auto` stays the one command. Across processes (zoo
+# subprocesses, another pytest), rank 0 of a TP engine holds a lock per GPU of its group
+# while the engine is in use (specdec/tp/gpu_lock.py, SPECDEC_TP_GPU_LOCKS). With fewer than
+# 2 GPUs, or on CPU, none of this happens.
+MULTI_GPU_GROUP = "multi_gpu"
+_GROUPING_ENV = "SPECDEC_XDIST_MULTI_GPU_GROUP"  # controller -> workers: the group is on
+
+
+def multi_gpu_host(gpus: int | None = None) -> bool:
+    if gpus is None:
+        import torch  # here, not at import: the plugin has it loaded; a test's conftest not
+        gpus = torch.cuda.device_count()
+    return gpus >= 2
+
+
+def configure_multi_gpu(config, gpus: int | None = None) -> None:
+    """Controller and workers alike: a GPU lock directory for TP engines, and (controller,
+    `-n` with the default `load`) the grouping switched on for the workers it starts."""
+    if not multi_gpu_host(gpus):
+        return
+    import tempfile
+    os.environ.setdefault("SPECDEC_TP_GPU_LOCKS",
+                          os.path.join(tempfile.gettempdir(), f"specdec-gpu-locks-{os.getuid()}"))
+    if worker_index() is None and getattr(config.option, "dist", "no") in ("load", "loadgroup"):
+        os.environ[_GROUPING_ENV] = "1"  # inherited by the workers xdist spawns next
+
+
+def group_multi_gpu(config, items, gpus: int | None = None) -> int:
+    """Put the multi_gpu tests in one xdist group; the count of them."""
+    if not multi_gpu_host(gpus):
+        return 0
+    tag = worker_index() is not None and os.environ.get(_GROUPING_ENV) == "1" \
+        and not getattr(config.option, "loadgroup", False)  # --dist loadgroup: xdist tags
+    n = 0
+    for item in items:
+        if item.get_closest_marker("multi_gpu") is None:
+            continue
+        item.add_marker(pytest.mark.xdist_group(MULTI_GPU_GROUP))
+        if tag and not item.nodeid.endswith("@" + MULTI_GPU_GROUP):
+            item._nodeid = f"{item.nodeid}@{MULTI_GPU_GROUP}"  # what xdist's loadgroup does
+        n += 1
+    return n
+
+
+def make_scheduler(config, log, gpus: int | None = None):
+    """The controller's scheduler: LoadGroupScheduling in place of `load` on a multi-GPU
+    host; None (xdist's own choice) otherwise."""
+    if multi_gpu_host(gpus) and getattr(config.option, "dist", "no") == "load":
+        from xdist.scheduler import LoadGroupScheduling
+        return LoadGroupScheduling(config, log)
+    return None

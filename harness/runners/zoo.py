@@ -63,12 +63,17 @@ def detect(fault: str, device: str, profile: settings) -> ZooRow:
 
     quiet = settings(profile, database=None, deadline=None, phases=[Phase.generate],
                      suppress_health_check=list(HealthCheck), print_blob=False)
+    # Multi-GPU (tensor-parallel) examples and entries last, each in registry order: most
+    # faults are caught before them, so under `pytest -n auto` few zoo processes start a TP
+    # group at all (on CPU nothing needs GPUs and the order is the registry's).
+    def single_gpu_first(items, axes):
+        return sorted(items, key=lambda i: gpus_needed(axes(i), device) > 1)
     with faults.active(fault):
         try:
-            for case in CASES.values():
+            for case in single_gpu_first(CASES.values(), lambda c: c.example):
                 if runnable(case.example, device):  # tensor parallel: enough GPUs
                     judge(case.prop, case.example, "example")
-            for entry in suite():
+            for entry in single_gpu_first(suite(), lambda e: e.axes):
                 if runnable(entry.axes, device):
                     entry.law(device, lambda p, c: judge(p, c, "generated"), quiet)()
         except _Caught:

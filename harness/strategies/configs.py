@@ -31,13 +31,16 @@ class RunConfig:
     top_k: int = 0
     top_p: float = 1.0
     ragged: bool = False            # max_new_tokens drawn per request: the batch shrinks
-    stop_at: int = -1               # >= 0: a stop token taken from the reference output
+    stop_at: int = -1               # >= 0: a stop token taken from the unstopped reference
+                                    # continuation, up to STOP_PAST_CAP tokens past the cap
     min_prompt_len: int = 1
     draft_max_position: int = 0     # > 0: the drafter's own configured max_position
     tp_size: int = 1                # ranks the target and drafter are sharded over
     overlap: bool = False           # overlap scheduling (conventions section 10)
     prefix_cache: bool = False      # radix prefix cache on, shared-prefix prompts in waves
     pool_slack: int = -1            # prefix_cache, >= 0: pool = one worst case + this percent
+    seams: int = 0                  # > 0: prompts and stop ids hold the ids where a vocabulary
+    #                                 sharded over this many ranks changes hands (vocab_seams.py)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "graph_bs", tuple(self.graph_bs))  # JSON gives a list
@@ -72,6 +75,12 @@ TOP_KS = (0, 1, 5)
 TOP_PS = (1.0, 0.3, 0.95)
 
 
+# The finish law draws stop tokens from this far past max_new_tokens too: a token whose first
+# occurrence lies past the cap must never end (or appear in) the output, although a round's
+# accepted drafts can reach it.
+STOP_PAST_CAP = 8
+
+
 def run_configs(drafts=DRAFTS, page_sizes=(1, 2, 4, 16, 64), max_batch: int = 10,
                 dtypes=("float32",), graphs=(False, True), graph_bs=GRAPH_BUCKETS,
                 max_prompt_len: int = 40, max_new_tokens: int = 24, sampled: bool = False,
@@ -103,7 +112,8 @@ def run_configs(drafts=DRAFTS, page_sizes=(1, 2, 4, 16, 64), max_batch: int = 10
         cuda_graph=st.sampled_from(graphs),
         graph_bs=st.sampled_from(tuple(graph_bs)),
         ragged=st.booleans(),
-        stop_at=st.integers(-1, max_new_tokens - 1) if stops else st.just(-1),
+        stop_at=(st.integers(-1, max_new_tokens + STOP_PAST_CAP - 1) if stops
+                 else st.just(-1)),
         overlap=st.booleans(),
         prefix_cache=st.sampled_from(prefix),
         pool_slack=st.sampled_from((-1, 0, 30, 100)) if True in prefix else st.just(-1),
@@ -133,13 +143,22 @@ def long_context_configs(max_batch: int = 3, context: tuple = (150, 300), graphs
     )
 
 
+TP_MODELS = ("tiny", "tiny-odd")  # 320 ids split evenly over 2 ranks; 321 unevenly
+
+
 def tp_configs(tp_sizes=(2,), max_batch: int = 4, max_prompt_len: int = 12,
-               max_new_tokens: int = 8, graphs=(False, True), dtypes=("float32",)):
-    """Tensor-parallel runs: greedy and sampled (same seeds), chains and trees, all drafts,
-    page sizes 1 to 64, graphs on and off with buckets that pad (idle lanes) and fall back."""
+               max_new_tokens: int = 8, graphs=(False, True), dtypes=("float32",),
+               models=TP_MODELS):
+    """Tensor-parallel runs composed with the rest: greedy and sampled (same seeds) with
+    greedy or probabilistic drafting, chains and trees, all drafts, page sizes 1 to 64, graphs
+    on and off with buckets that pad (idle lanes) and fall back, overlap on and off, the
+    prefix cache on and off; an even and an odd vocabulary, and mostly inputs that hold the
+    vocabulary's seams (prompts and stop ids at every shard's first and last id, 0, V - 1)."""
     return st.tuples(run_configs(page_sizes=(1, 4, 64), max_batch=max_batch, dtypes=dtypes,
                                  graphs=graphs, graph_bs=((2, 4), (1, 2, 3, 4), (4,)),
                                  max_prompt_len=max_prompt_len, max_new_tokens=max_new_tokens,
-                                 sampled=True),
-                     st.sampled_from(tp_sizes)).map(
-        lambda ct: RunConfig(**{**ct[0].to_dict(), "tp_size": ct[1]}))
+                                 sampled=True, prefix=(False, True)),
+                     st.sampled_from(tp_sizes), st.sampled_from(models),
+                     st.sampled_from((True, True, False))).map(
+        lambda c: RunConfig(**{**c[0].to_dict(), "tp_size": c[1], "model": c[2],
+                               "seams": c[1] if c[3] else 0}))

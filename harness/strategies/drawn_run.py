@@ -7,6 +7,7 @@ import dataclasses
 
 from harness.strategies.configs import RunConfig
 from harness.strategies.prefix_workloads import prompt_cap, serve_waves, shared_prompts, waves_of
+from harness.strategies.vocab_seams import seam_stops, vocab_seams, with_seams
 from harness.strategies.runs import (default_device, greedy_baseline, make_prompts,
                                      new_token_counts, serve)
 from specdec import Engine, SpecConfig
@@ -45,13 +46,21 @@ def build_engine(cfg: RunConfig, device: str, cache: bool | None = None, **overr
 
 
 def prompts_for(cfg: RunConfig, vocab: int, device: str | None = None) -> list[list[int]]:
+    """The drawn prompts. cfg.seams: they hold the vocabulary's seams, except shared-prefix
+    prompts (their continuations are their sources' outputs, which a changed id would cut)."""
     if cfg.prefix_cache:  # prompts sharing prefixes (harness/strategies/prefix_workloads.py)
         return shared_prompts(cfg, vocab, device or default_device())
-    return make_prompts(cfg.seed, cfg.batch_size, vocab, cfg.max_prompt_len, cfg.min_prompt_len)
+    prompts = make_prompts(cfg.seed, cfg.batch_size, vocab, cfg.max_prompt_len,
+                           cfg.min_prompt_len)
+    return with_seams(prompts, vocab_seams(vocab, cfg.seams), cfg.seed) if cfg.seams else prompts
 
 
-def sampling_for(cfg: RunConfig, stops: list[tuple] | None = None) -> list[SamplingParams]:
-    """Request i: the drawn knobs with seed run seed + i (greedy when temperature is 0)."""
+def sampling_for(cfg: RunConfig, stops: list[tuple] | None = None,
+                 vocab: int | None = None) -> list[SamplingParams]:
+    """Request i: the drawn knobs with seed run seed + i (greedy when temperature is 0).
+    cfg.seams (and the vocabulary given): stop ids at the seams where none are given."""
+    if stops is None and cfg.seams and vocab is not None:
+        stops = seam_stops(cfg.batch_size, vocab_seams(vocab, cfg.seams))
     stops = stops or [()] * cfg.batch_size
     return [SamplingParams(cfg.temperature, cfg.top_k, cfg.top_p, cfg.seed + i, stop)
             for i, stop in zip(range(cfg.batch_size), stops)]
@@ -62,10 +71,11 @@ def run(cfg: RunConfig, eng: Engine, stops: list[tuple] | None = None, on_step=N
     prefix cache, in waves (a prefix is reused once its first request has finished)."""
     prompts = prompts_for(cfg, eng.cfg.vocab_size, str(eng.device))
     counts = new_token_counts(cfg.seed, cfg.batch_size, cfg.max_new_tokens, cfg.ragged)
+    params = sampling_for(cfg, stops, eng.cfg.vocab_size)
     if cfg.prefix_cache or on_step is not None:
-        return serve_waves(eng, prompts, counts, sampling_for(cfg, stops),
+        return serve_waves(eng, prompts, counts, params,
                            waves_of(cfg) if cfg.prefix_cache else [0] * len(prompts), on_step)
-    return serve(eng, prompts, counts, sampling_for(cfg, stops))
+    return serve(eng, prompts, counts, params)
 
 
 def traced(cfg: RunConfig, device: str, keep_kv_slots: bool = False, **overrides):

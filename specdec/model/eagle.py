@@ -37,7 +37,8 @@ class EagleHead(nn.Module):
         elif self.tp is None:
             emb = self.embed_tokens(fb.input_ids)
         else:
-            emb = self.tp.vocab_embed(self.embed_tokens.weight, fb.input_ids)
+            emb = self.tp.vocab_embed(self.embed_tokens.weight, fb.input_ids,
+                                      self.cfg.vocab_size)
         x = self.fc(torch.cat([emb, fb.hidden_states.to(emb.dtype)], dim=-1))
         residual = None
         for layer in self.layers:

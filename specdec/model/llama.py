@@ -121,12 +121,12 @@ class LlamaModel(nn.Module):
         logits = F.linear(h, self.lm_head_weight).float()
         if self.tp is None or faults.on("tp_vocab_shard_argmax_local"):
             return logits  # the fault: the local shard's logits, its indices taken as tokens
-        return self.tp.gather_last(logits)
+        return self.tp.gather_last(logits, self.cfg.vocab_size)
 
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         if self.tp is None:
             return self.embed_tokens(ids)
-        return self.tp.vocab_embed(self.embed_tokens.weight, ids)
+        return self.tp.vocab_embed(self.embed_tokens.weight, ids, self.cfg.vocab_size)
 
     def forward(self, fb: ForwardBatch, backend, logit_rows: torch.Tensor | None = None):
         x, residual = self.embed(fb.input_ids), None

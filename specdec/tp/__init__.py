@@ -3,6 +3,10 @@
 - comm.py: the data collectives a sharded forward runs (all-reduce, vocabulary gather,
   vocab-parallel embedding), as functional collectives a graph can capture
 - shard.py: Megatron sharding of a full, seeded or loaded model, in place
-- group.py: the process group, its spawned workers and the worker loop
+- group.py: the TP group: rank 0's workers (spawned or torchrun's), commands, shutdown
+- workers.py: rank 0's watch over its spawned workers; TPWorkerError
+- worker.py: a worker's command loop, heartbeat, and death with rank 0
+- process_groups.py: the torch.distributed groups, made and ended (destroy or abort)
+- gpu_lock.py: one TP engine at a time per GPU across processes (opt-in)
 - replicate.py: how rank 0's engine calls run on every rank, and the cross-rank checks
 """

@@ -19,18 +19,30 @@ class TPComm:
         """Sum over ranks (row-parallel o_proj / down_proj, the masked embedding lookup)."""
         return _ops.wait_tensor(_ops.all_reduce(x.contiguous(), "sum", self.group_name))
 
-    def gather_last(self, x: torch.Tensor) -> torch.Tensor:
-        """[n, V/world] local shards -> [n, V], rank-major along the last dim."""
-        n = x.shape[0]
+    def vocab_rows(self, vocab: int) -> tuple[int, int]:
+        """This rank's rows of a `vocab`-row table: (first, count). Shards of ceil(V/world)
+        rows, the last one shorter when world does not divide V (e.g. an odd V over 2)."""
+        per = -(-vocab // self.world)
+        first = self.rank * per
+        return first, max(0, min(per, vocab - first))
+
+    def gather_last(self, x: torch.Tensor, vocab: int) -> torch.Tensor:
+        """[n, this rank's rows] local shards -> [n, vocab], rank-major along the last dim.
+        A short last shard is padded to ceil(V/world) for the gather (every rank sends the
+        same shape) and the padding cut off after it."""
+        n, per = x.shape[0], -(-vocab // self.world)
+        if x.shape[1] < per:
+            x = torch.nn.functional.pad(x, (0, per - x.shape[1]))
         g = _ops.wait_tensor(_ops.all_gather_into_tensor(x.contiguous(), self.world,
                                                          self.group_name))
-        return g.view(self.world, n, -1).permute(1, 0, 2).reshape(n, -1)
+        full = g.view(self.world, n, per).permute(1, 0, 2).reshape(n, -1)
+        return full if full.shape[1] == vocab else full[:, :vocab]
 
-    def vocab_embed(self, weight: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
-        """A vocab-parallel lookup: this rank's rows [rank*V/world, ...) of the table; ids
-        outside it read row 0 and are zeroed; the all-reduce fills in the owner's rows."""
-        per = weight.shape[0]
-        local = ids - self.rank * per
-        mine = (local >= 0) & (local < per)
+    def vocab_embed(self, weight: torch.Tensor, ids: torch.Tensor, vocab: int) -> torch.Tensor:
+        """A vocab-parallel lookup: this rank's rows [rank*ceil(V/world), ...) of the table;
+        ids outside them read row 0 and are zeroed; the all-reduce fills in the owner's rows."""
+        first, _ = self.vocab_rows(vocab)
+        local = ids - first
+        mine = (local >= 0) & (local < weight.shape[0])
         emb = torch.nn.functional.embedding(torch.where(mine, local, 0), weight)
         return self.all_reduce(emb * mine[:, None].to(emb.dtype))

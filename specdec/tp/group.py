@@ -1,35 +1,38 @@
 """The process group of a tensor-parallel engine: rank 0 (the process that built the Engine)
 and its workers, started here (torch.multiprocessing, spawn) or by torchrun.
 
-Two groups over the same ranks: the data group (NCCL on CUDA, gloo on CPU) carries the
+Two groups over the same ranks (specdec/tp/process_groups.py): the data group carries the
 forward's collectives (specdec/tp/comm.py); a gloo control group carries rank 0's commands
 and the workers' replies as pickled objects. A spawned group outlives one engine: rank 0's
 next Engine(tp_size=N) reuses its workers (starting processes costs seconds), so one
-process holds one group at a time, used by one engine at a time."""
+process holds one group at a time, used by one engine at a time.
+
+It always ends: close(), `with`, garbage, interpreter exit (atexit), a failed or hung worker.
+Rank 0 watches its workers (specdec/tp/workers.py) while they start and while it runs, and
+ends the group in one order (shutdown): the workers told to exit, every rank's groups
+destroyed together, the workers joined; any step that does not finish in time, or a peer
+not known to be alive, turns it into abort and kill."""
 from __future__ import annotations
 
 import atexit
-import datetime
+import gc
 import os
-import queue
 import socket
+import sys
 import threading
-import time
-import traceback
 import weakref
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from specdec import faults
+from specdec.tp import process_groups as pg
 from specdec.tp.comm import TPComm
+from specdec.tp.gpu_lock import GPULocks
+from specdec.tp.worker import serve, start_daemons
+from specdec.tp.workers import TPWorkerError, Workers
 
-TIMEOUT_S = float(os.environ.get("SPECDEC_TP_TIMEOUT", "300"))
-
-
-class TPWorkerError(RuntimeError):
-    """A worker rank failed: its message and traceback, raised on rank 0."""
+__all__ = ["TPGroup", "TPWorkerError", "check_tp_args", "serve"]
 
 
 def _free_port() -> int:
@@ -63,31 +66,27 @@ def _torchrun_world() -> int | None:
         else None
 
 
-def _init(rank: int, world: int, device_type: str, port: int | None,
-          cuda_index: int | None = None) -> None:
-    if cuda_index is not None and rank > 0:  # rank 0 keeps its current device (an xdist
-        torch.cuda.set_device(cuda_index)     # worker's pin): no tensor of its moves
-    backend = "nccl" if device_type == "cuda" else "gloo"
-    init = f"tcp://127.0.0.1:{port}" if port is not None else "env://"
-    dist.init_process_group(backend, init_method=init, rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=TIMEOUT_S))
-
-
 class TPGroup:
     _current: "TPGroup | None" = None
 
-    def __init__(self, rank: int, world: int, device_type: str, procs=(), errors=None,
-                 cuda_index: int | None = None) -> None:
+    def __init__(self, rank: int, world: int, device_type: str, control, workers=None,
+                 errors=None, cuda_index: int | None = None) -> None:
         self.rank, self.world, self.device_type = rank, world, device_type
         self.cuda_index = cuda_index  # this rank's GPU (CUDA), else None
-        self.procs, self.errors = list(procs), errors
-        self.control = dist.new_group(backend="gloo")
+        self.control, self.workers = control, workers  # workers: rank 0 of a spawned group
+        self.errors = workers.errors if workers is not None else errors
         self.comm = TPComm(rank, world, dist.group.WORLD.group_name)
         self.executing = rank > 0  # a worker runs what it is told; rank 0 sends first
         self.in_use = False
         self.owner = lambda: None  # the engine using the group (a weak reference)
         self.alive = True   # usable: no rank has failed
         self.closed = False
+        self.failed: TPWorkerError | None = None  # a worker that ended or hung
+        self.reported = False  # `failed` was raised to the caller
+        self._stop_watch = threading.Event()
+        self.locks = GPULocks([])  # rank 0 of a spawned CUDA group: its GPUs (gpu_lock.py)
+        if workers is not None:
+            threading.Thread(target=self._watch, daemon=True, name="specdec-tp-watch").start()
 
     # -- rank 0 -----------------------------------------------------------------------------
     @classmethod
@@ -96,51 +95,96 @@ class TPGroup:
         a fresh one (spawned workers, or torchrun's ranks). An engine that was dropped
         without close() frees its group when it is garbage."""
         cur = cls._current
-        if cur is not None and cur.in_use and cur.owner() is None and cur.rank == 0:
-            cur.send(("drop",))
-            cur.replies(("ok", None, None))
-            cur.in_use = False
+        if cur is not None and cur.in_use and cur.owner() is not None:
+            gc.collect()  # an engine is a reference cycle: dropped, it is garbage only now
+        if cur is not None and cur.alive and cur.in_use and cur.owner() is None \
+                and cur.rank == 0:
+            try:
+                cur.send(("drop",))
+                cur.replies(("ok", None, None))
+                cur.release()
+            except Exception:  # noqa: BLE001  a worker failed meanwhile: start afresh
+                cur.alive = False
         if cur is not None and cur.alive and cur.world == world and cur.device_type == device_type:
             if cur.in_use:
                 raise RuntimeError("one tensor-parallel Engine per process at a time: close() "
                                    "the previous one (or use it as a context manager)")
+            cur.locks.acquire(pg.TIMEOUT_S)
             cur.in_use, cur.owner = True, weakref.ref(owner)
             return cur
         if cur is not None:
-            if cur.in_use:
+            if cur.in_use and cur.alive:
                 raise RuntimeError(f"a tp_size={cur.world} Engine is still open in this "
                                    "process: close() it before building another")
             cur.shutdown()
-        tr = _torchrun_world()
-        if tr is not None:
-            if tr != world:
-                raise ValueError(f"tp_size={world} but torchrun started WORLD_SIZE={tr} ranks")
-            rank = int(os.environ["RANK"])
-            local = int(os.environ.get("LOCAL_RANK", rank)) if device_type == "cuda" else None
-            if local is not None:
-                torch.cuda.set_device(local)
-            _init(rank, world, device_type, None)
-            group = cls(rank, world, device_type, cuda_index=local)
-        else:
-            # Rank r runs on GPU (current + r) mod count: rank 0 stays where it is.
-            base = torch.cuda.current_device() if device_type == "cuda" else None
-            port = _free_port()
-            ctx = mp.get_context("spawn")
-            errors = ctx.Queue()
-            procs = [ctx.Process(target=_worker_main, daemon=True, name=f"specdec-tp{r}",
-                                 args=(r, world, device_type, port, errors, os.getpid(),
-                                       torch.get_num_threads(), base))
-                     for r in range(1, world)]
-            for p in procs:
-                p.start()
-            _init(0, world, device_type, port)
-            group = cls(0, world, device_type, procs, errors, base)
+        group = cls._torchrun(world, device_type) if _torchrun_world() is not None \
+            else cls._spawn(world, device_type)
         group.in_use, group.owner = True, weakref.ref(owner)
         cls._current = group
         # Registered now, after torch's own exit handlers: it runs before them (a gloo group
         # with functional collectives left to interpreter exit aborts the process).
         atexit.register(group.shutdown)
         return group
+
+    @classmethod
+    def _torchrun(cls, world: int, device_type: str) -> "TPGroup":
+        if _torchrun_world() != world:
+            raise ValueError(f"tp_size={world} but torchrun started WORLD_SIZE="
+                             f"{_torchrun_world()} ranks")
+        rank = int(os.environ["RANK"])
+        local = int(os.environ.get("LOCAL_RANK", rank)) if device_type == "cuda" else None
+        if local is not None:
+            torch.cuda.set_device(local)
+        return cls(rank, world, device_type, pg.init_groups(rank, world, device_type, None),
+                   cuda_index=local)
+
+    @classmethod
+    def _spawn(cls, world: int, device_type: str) -> "TPGroup":
+        # Rank r runs on GPU (current + r) mod count: rank 0 stays where it is (an xdist
+        # worker's pin): no tensor of its moves.
+        base = torch.cuda.current_device() if device_type == "cuda" else None
+        locks = GPULocks([] if base is None else
+                         [(base + r) % torch.cuda.device_count() for r in range(world)])
+        locks.acquire(pg.TIMEOUT_S)
+        try:
+            port = _free_port()
+            workers = Workers(mp.get_context("spawn"), world, _worker_main,
+                              (world, device_type, port, os.getpid(), torch.get_num_threads(),
+                               base))
+            control = workers.while_starting(
+                lambda: pg.init_groups(0, world, device_type, port), pg.TIMEOUT_S)
+            group = cls(0, world, device_type, control, workers, cuda_index=base)
+        except BaseException:
+            locks.release()
+            raise
+        group.locks = locks
+        return group
+
+    def _watch(self) -> None:
+        """Rank 0: a worker that ends or hangs while the group runs is recorded (and a hung
+        one killed), so a collective waiting on it fails at once and is named. On NCCL a
+        dead peer does not fail a collective: the groups are aborted to end it."""
+        while not self._stop_watch.is_set():
+            self.workers.wait_any_end(0.25)
+            if self._stop_watch.is_set():
+                return
+            err = self.workers.failure()
+            if err is not None and not self._stop_watch.is_set():  # set: an ordered exit
+                self.failed, self.alive = err, False
+                if self.device_type == "cuda":
+                    pg.abort_groups()
+                return
+
+    def check_alive(self) -> None:
+        """Before a call: raise a worker failure the watchdog saw and nobody has reported
+        yet, or refuse a group that failed earlier."""
+        if self.failed is not None and not self.reported:
+            self.reported = True
+            raise TPWorkerError(str(self.failed))
+        if not self.alive:
+            why = f" ({str(self.failed).splitlines()[0]})" if self.failed is not None else ""
+            raise RuntimeError(f"this tensor-parallel engine's group failed earlier{why}: see "
+                               "that error, and build a new Engine")
 
     def send(self, msg) -> None:
         box = [msg]
@@ -152,99 +196,61 @@ class TPGroup:
         dist.all_gather_object(out, mine, group=self.control)
         return out
 
-    def worker_failure(self, wait_s: float = 5.0) -> str | None:
-        """A dead worker's last words, if any (it puts them on the queue, then exits)."""
-        if self.errors is None:
+    def worker_failure(self, wait_s: float = 2.0) -> TPWorkerError | None:
+        """After a collective failed: the worker that ended or hung (waiting up to `wait_s`
+        for its exit to be seen), as a TPWorkerError; None if every worker is well."""
+        if self.failed is not None:
+            return self.failed
+        if self.workers is None:  # torchrun: no handles; its error queue is none either
             return None
-        try:
-            return self.errors.get(timeout=wait_s)
-        except queue.Empty:
-            dead = [p.name for p in self.procs if not p.is_alive()]
-            return f"worker(s) {dead} exited without a message" if dead else None
+        self.workers.wait_any_end(wait_s)
+        err = self.workers.failure()
+        if err is not None:
+            self.failed = err
+        return err
 
     def release(self) -> None:
+        """No engine uses the group now: its workers wait, its GPUs are free to others."""
         self.in_use = False
+        self.locks.release()
 
     def shutdown(self) -> None:
-        """Workers leave their loop and exit; the process groups are destroyed."""
+        """End the group, in order, every wait bounded (see the module docstring)."""
         if self.closed:
             return
-        healthy, self.alive, self.closed = self.alive, False, True
+        self.closed = True
+        self._stop_watch.set()  # the workers' exits from here on are expected
         if TPGroup._current is self:
             TPGroup._current = None
-        if self.rank == 0 and healthy and all(p.is_alive() for p in self.procs):
-            try:
-                self.send(("exit",))
-            except Exception:  # noqa: BLE001  a broken group: the workers are killed below
-                pass
-        for p in self.procs:  # a failed group's workers may wait in a collective: end them
-            p.join(timeout=10 if healthy else 0)
-            if p.is_alive():
-                p.kill()
-                p.join()
-        try:
-            dist.destroy_process_group()
-        except Exception:  # noqa: BLE001  already torn down by a failure
-            pass
+        workers = self.workers
+        healthy = self.alive and self.failed is None and (
+            workers is None or not (workers.ended() or workers.hung()))
+        self.alive = False
+        if self.rank == 0 and healthy:  # every worker answers "exit", then all destroy
+            healthy = pg.bounded(lambda: (self.send(("exit",)), self.replies(("ok",))),
+                                 pg.END_WAIT_S)
+        if not healthy and workers is not None:
+            workers.end(0)  # kill first: gloo waits on them fail, nothing is left to wait for
+        pg.end_groups(healthy)
+        if workers is not None:
+            workers.end(pg.END_WAIT_S)
+        self.locks.release()
 
 
-
-
-# -- workers --------------------------------------------------------------------------------
-def _watch_parent(parent: int) -> None:
-    """Die with rank 0: a worker whose parent is gone would wait in a collective forever."""
-    while True:
-        if os.getppid() != parent:
-            os._exit(1)
-        time.sleep(0.5)
-
-
-def _worker_main(rank: int, world: int, device_type: str, port: int, errors, parent: int,
-                 threads: int, base: int | None) -> None:
+# -- a spawned worker -----------------------------------------------------------------------
+def _worker_main(rank: int, world: int, device_type: str, port: int, parent: int,
+                 threads: int, base: int | None, errors, heartbeat) -> None:
     torch.set_num_threads(threads)  # as rank 0 (one thread under pytest on CPU)
-    threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    start_daemons(parent, heartbeat)
     index = None if base is None else (base + rank) % torch.cuda.device_count()
-    _init(rank, world, device_type, port, index)
-    group = TPGroup(rank, world, device_type, errors=errors, cuda_index=index)
-    serve(group)
-    dist.destroy_process_group()
-
-
-def serve(group: TPGroup) -> None:
-    """A worker's loop: build an engine, run rank 0's calls on it, reply, until "exit".
-    A failure is put on the error queue with its traceback and ends the process: rank 0 may
-    be waiting inside a collective this rank will never join, and a dead peer ends it."""
-    from specdec.tp.replicate import state_digest
-    engine = None
-    while True:
-        box = [None]
-        dist.broadcast_object_list(box, src=0, group=group.control)
-        msg = box[0]
-        kind = msg[0]
-        try:
-            if kind == "exit":
-                return
-            if kind in ("build", "call"):  # rank 0's bug-zoo switches (faultpoints/)
-                faults.set_active(msg[-1])
-            if kind == "build":
-                engine = None
-                from specdec.engine import Engine
-                engine = Engine(**msg[1], _tp_group=group)
-                reply = ("ok", None, None)
-            elif kind == "call":
-                result = getattr(engine, msg[1])(*msg[2], **msg[3])
-                reply = ("ok", state_digest(engine, result) if msg[4] else None, None)
-            elif kind == "each":
-                reply = ("ok", None, msg[1](engine, *msg[2]))
-            elif kind == "drop":
-                engine = None
-                reply = ("ok", None, None)
-            else:
-                raise ValueError(f"unknown tp command {kind!r}")
-        except BaseException as exc:  # noqa: BLE001  reported to rank 0, then this rank ends
-            if group.errors is not None:
-                group.errors.put(f"tp rank {group.rank}: {type(exc).__name__}: {exc}\n"
-                                 + traceback.format_exc())
-                time.sleep(0.5)  # let the queue's feeder thread flush
-            os._exit(1)
-        group.replies(reply)
+    if index is not None:
+        torch.cuda.set_device(index)
+    control = pg.init_groups(rank, world, device_type, port)
+    serve(TPGroup(rank, world, device_type, control, errors=errors, cuda_index=index))
+    pg.end_groups(healthy=True)
+    # Leave now: nothing of a worker's needs finalizing, and interpreter teardown has aborted
+    # a worker ("terminate called without an active exception": a C++ thread of torch's
+    # destroyed joinable) or could wait on groups that would not end.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

@@ -57,9 +57,13 @@ def check_replies(replies: list, mine_digest) -> list:
 
 
 def _peer_gone(exc: BaseException) -> bool:
-    """A collective that failed because another rank ended (gloo: the peer closed)."""
+    """A collective that failed because another rank ended (gloo: the peer closed or reset
+    the connection; NCCL: the communicator was aborted)."""
     import torch.distributed as dist
-    return isinstance(exc, dist.DistError) or "closed by peer" in str(exc)
+    text = str(exc)
+    return isinstance(exc, dist.DistError) or any(
+        m in text for m in ("closed by peer", "Connection reset", "Broken pipe", "gloo",
+                            "NCCL", "abort", "not been initialized"))
 
 
 def replicated(method=None, *, validate: str | None = None):
@@ -81,31 +85,41 @@ def replicated(method=None, *, validate: str | None = None):
 
 
 def run_everywhere(engine, group, method, args, kwargs):
-    from specdec.tp.group import TPWorkerError
-    if not group.alive:
-        raise RuntimeError("this tensor-parallel engine's group failed earlier (see that "
-                           "error): build a new Engine")
+    group.check_alive()
     check = engine.tp_check
-    group.send(("call", method.__name__, args, kwargs, check, sorted(faults.enabled())))
     group.executing = True
     try:
+        group.send(("call", method.__name__, args, kwargs, check, sorted(faults.enabled())))
         result = method(engine, *args, **kwargs)
         replies = collect(group, ("ok", state_digest(engine, result) if check else None, None))
-    except (TPDivergence, TPWorkerError):
-        group.alive = False  # the ranks disagree, or a worker has ended
+    except TPDivergence:
+        group.alive = False  # the ranks disagree
         raise
     except Exception as exc:
-        why = group.worker_failure(wait_s=2.0)
-        group.alive = False  # a rank failed mid-call: the ranks no longer agree
-        if why is not None and _peer_gone(exc):
-            raise TPWorkerError(why) from exc  # the worker's failure is the cause
-        if why is not None:
-            exc.add_note(f"and on a worker: {why.splitlines()[0]}")
-        raise
+        raise _worker_cause(group, exc) from exc
     finally:
         group.executing = False
     check_replies(replies, replies[0][1])
     return result
+
+
+def _worker_cause(group, exc: Exception) -> Exception:
+    """Rank 0's exception while running a call, or the worker failure behind it: a worker
+    that ended or hung makes rank 0's collectives fail with transport errors, which say
+    nothing of it (the TPWorkerError names the rank, how it ended, its last words)."""
+    from specdec.tp.workers import TPWorkerError
+    group.alive = False  # a rank failed mid-call: the ranks no longer agree
+    if isinstance(exc, TPWorkerError):
+        return exc
+    watched = group.failed is not None  # seen by rank 0's watchdog before this failed
+    err = group.worker_failure(wait_s=2.0)
+    if err is None:
+        return exc
+    if _peer_gone(exc) or watched:
+        group.reported = True
+        return TPWorkerError(str(err))
+    exc.add_note(f"and on a worker: {str(err).splitlines()[0]}")
+    return exc
 
 
 def each_rank(engine, fn, *args) -> list:
@@ -118,30 +132,28 @@ def each_rank(engine, fn, *args) -> list:
 
 def on_every_rank(group, engine, fn, *args) -> list:
     """fn(this rank's engine or None, *args) on every rank of `group`, in rank order."""
-    if not group.alive:
-        raise RuntimeError("this tensor-parallel engine's group failed earlier: build a new "
-                           "Engine")
-    group.send(("each", fn, args))
+    group.check_alive()
     group.executing = True
     try:
+        group.send(("each", fn, args))
         mine = fn(engine, *args)
         return check_replies(collect(group, ("ok", None, mine)), None)
+    except TPDivergence:
+        group.alive = False
+        raise
+    except Exception as exc:
+        raise _worker_cause(group, exc) from exc
     finally:
         group.executing = False
 
 
 def collect(group, mine) -> list:
-    """Every rank's reply; a worker that died instead (its error on the queue) is raised
-    here as TPWorkerError with its message, and the group is marked broken."""
-    from specdec.tp.group import TPWorkerError
+    """Every rank's reply; a worker that ended or hung instead is raised here as the
+    TPWorkerError that names it, and the group is marked broken."""
     try:
         return group.replies(mine)
     except Exception as exc:
-        why = group.worker_failure(wait_s=2.0)
-        group.alive = False
-        if why is not None:
-            raise TPWorkerError(why) from exc
-        raise
+        raise _worker_cause(group, exc) from exc
 
 
 def agree(group, what: tuple) -> None:

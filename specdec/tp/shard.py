@@ -4,7 +4,7 @@ seed, or the same checkpoint) and keeps its slice, so tp N holds exactly tp 1's 
 q/k/v and gate/up are column-parallel (each projection sliced by output rows before they
 are fused, so the fused GEMM stays [q_r; k_r; v_r]), o_proj and down_proj row-parallel
 (sliced by input columns, summed by an all-reduce), KV heads split (rank r: KV heads
-r*Hkv/N .. and their query heads), the embedding and LM head vocabulary-parallel. The EAGLE
+r*Hkv/N .. and their query heads), the embedding and LM head vocabulary-parallel (shards of ceil(V/N) rows: V need not divide). The EAGLE
 head's fc over [embedding, hidden] is replicated: both inputs and its output are full."""
 from __future__ import annotations
 
@@ -19,14 +19,16 @@ from specdec.tp.comm import TPComm
 
 
 def check_divisible(cfg: ModelConfig, tp_size: int, what: str = "model") -> None:
-    """tp_size must split the KV heads (hence the query heads) and the vocabulary."""
+    """tp_size must split the KV heads (hence the query heads) and the MLP; the vocabulary
+    need not divide (shards of ceil(V/tp) rows, the last one shorter)."""
     if cfg.num_kv_heads % tp_size:
         raise ValueError(f"tp_size={tp_size} must divide the {what}'s num_kv_heads="
                          f"{cfg.num_kv_heads}: allowed tp sizes are the divisors of "
                          f"{cfg.num_kv_heads}")
-    if cfg.vocab_size % tp_size:
-        raise ValueError(f"tp_size={tp_size} must divide the {what}'s vocab_size="
-                         f"{cfg.vocab_size} (the embedding and LM head are vocab-parallel)")
+    if (tp_size - 1) * -(-cfg.vocab_size // tp_size) >= cfg.vocab_size:
+        raise ValueError(f"tp_size={tp_size} is too many ranks for the {what}'s vocab_size="
+                         f"{cfg.vocab_size}: every rank needs rows of the vocab-parallel "
+                         "embedding and LM head")
     if cfg.intermediate_size % tp_size:
         raise ValueError(f"tp_size={tp_size} must divide the {what}'s intermediate_size="
                          f"{cfg.intermediate_size}")
@@ -60,8 +62,8 @@ def _shard_mlp(m: MLP, comm: TPComm) -> None:
 
 
 def _shard_vocab(emb: nn.Module, comm: TPComm) -> None:
-    per = emb.weight.shape[0] // comm.world
-    emb.weight = nn.Parameter(_rows(emb.weight, comm.rank * per, per), False)
+    first, count = comm.vocab_rows(emb.weight.shape[0])
+    emb.weight = nn.Parameter(_rows(emb.weight, first, count), False)
 
 
 @torch.no_grad()

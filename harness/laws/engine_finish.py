@@ -1,0 +1,79 @@
+"""Law engine_finish, over any adapter (oracle 8 for engines we did not write).
+
+What a request returns when it ends: at most max_new_tokens tokens; a stop token only as the
+last token; finish reason "stop" exactly when the last token is a stop token, else "length"
+with exactly max_new_tokens tokens; and the output equals the plain continuation of the same
+request without stops, cut at its first stop token (kept) or at max_new_tokens, whichever
+comes first (greedy: a first divergence only at a tie).
+
+Stops are drawn from everywhere a round's accepted run can reach: tokens of the unstopped
+continuation before the cap, tokens whose first occurrence lies past the cap (a round's
+accepted drafts can run past it: SGLang #33758), the prompt's own tokens, and tokens that
+never occur, one to three at once.
+
+Needs: PLAIN_GREEDY (the reference: greedy requests, the continuation run STOP_PAST_CAP
+tokens past each cap), TARGET_LOGITS (ties). With PREFIX_STABLE_SAMPLING as well, sampled requests too,
+against the same speculative seeded requests without stops at the same cap."""
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from harness.adapters.protocol import Observable
+from harness.laws.common import OracleFailure
+from harness.laws.engine_support import fail, margins, plain_continuation, run
+from harness.laws.finish import check_finish
+from harness.strategies.configs import STOP_PAST_CAP
+from harness.strategies.engine_cases import EngineCase, engine_cases, requests_for
+
+NAME = "engine_finish"
+NEEDS = frozenset({Observable.PLAIN_GREEDY, Observable.TARGET_LOGITS})
+
+
+def cases(engine: str, device: str):
+    from hypothesis import strategies as st
+    from harness.adapters.registry import default_adapter
+    sampled = Observable.PREFIX_STABLE_SAMPLING in default_adapter(engine, device).observables
+    greedy = engine_cases(engine, device, NAME)
+    return st.one_of(greedy, engine_cases(engine, device, NAME, sampled=True)) if sampled else greedy
+
+
+def draw_stops(rng: random.Random, prompt, continuation: list[int], cap: int) -> tuple:
+    """One to three stop ids: before the cap, first occurring past it, from the prompt, or
+    absent from both (each kind when it exists)."""
+    seen_before = set(continuation[:cap])
+    kinds = {
+        "before_cap": sorted(seen_before),
+        "past_cap": sorted(set(continuation[cap:]) - seen_before),
+        "prompt": sorted(set(prompt)),
+        "absent": [t for t in range(max(continuation + list(prompt)) + 2)
+                   if t not in continuation and t not in prompt][:4],
+    }
+    kinds = {k: v for k, v in kinds.items() if v}
+    stops = set()
+    for _ in range(rng.randint(1, 3)):
+        kind = rng.choice(sorted(kinds))
+        stops.add(rng.choice(kinds[kind]))
+    return tuple(sorted(stops))
+
+
+def check(adapter, case: EngineCase) -> dict:
+    """The law above for one drawn case; returns which kinds of stop ended requests."""
+    reqs = requests_for(case, adapter.vocab_size)
+    rng = random.Random(case.seed ^ 0x5709)
+    if case.temperature == 0:
+        refs = plain_continuation(adapter, reqs, STOP_PAST_CAP)
+        marg = [margins(adapter, r, c) for r, c in zip(reqs, refs)]
+    else:  # the same seeded speculative requests without stops, at the same cap
+        refs, marg = run(adapter, reqs, case.spec_obj), None
+    stops = [draw_stops(rng, r.prompt, c.tokens, r.max_new_tokens) for r, c in zip(reqs, refs)]
+    outs = run(adapter, [replace(r, stop_token_ids=s) for r, s in zip(reqs, stops)],
+               case.spec_obj)
+    try:
+        check_finish(outs, [r.max_new_tokens for r in reqs], stops, [c.tokens for c in refs],
+                     marg, adapter.dtype)
+    except OracleFailure as exc:
+        raise fail(NAME, exc.detail) from None
+    past = sum(any(t in c.tokens[r.max_new_tokens:] and t not in c.tokens[:r.max_new_tokens]
+                   for t in s) for r, c, s in zip(reqs, refs, stops))
+    return {"stopped": sum(o.finish_reason == "stop" for o in outs), "stop_past_cap": past}

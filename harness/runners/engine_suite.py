@@ -1,0 +1,75 @@
+"""The black-box laws over adapters, defined once: `python -m harness check --engine NAME`,
+`python -m harness repro`, and pytest (harness/runners/test_engine_laws.py, `--engine NAME`)
+run the same laws, case strategies and applicability rule.
+
+A law serves an adapter when the adapter declares every observable in the law's NEEDS; the
+others are reported as "not applicable: needs X" and never count as passed. specdec's
+white-box laws (the RunConfig suite) need WHITE_BOX, which only specdec's adapter has."""
+from __future__ import annotations
+
+import json
+
+from hypothesis import HealthCheck, given, settings
+
+from harness.adapters.protocol import Observable
+from harness.adapters.registry import default_adapter
+from harness.strategies.engine_cases import EngineCase
+from harness.laws import (engine_finish, engine_lossless_greedy, engine_sampled_distribution,
+                          engine_seeded_determinism, engine_self_draft)
+
+ENGINE_LAWS = {m.NAME: m for m in (engine_lossless_greedy, engine_finish, engine_self_draft,
+                                   engine_sampled_distribution, engine_seeded_determinism)}
+WHITE_BOX = frozenset({Observable.WHITE_BOX})
+# Examples per law in plain `pytest` on CPU (the CI tier): a few seconds per law and engine.
+CPU_EXAMPLES = {"specdec": 5, "transformers": 5}
+# Laws that run N requests per example take fewer examples (as suite.Entry.fraction).
+FRACTION = {engine_sampled_distribution.NAME: 3}
+
+
+def missing(needs: frozenset, adapter) -> list[str]:
+    """The observables a law needs that the adapter does not offer, by name."""
+    return sorted(o.value for o in needs - adapter.observables)
+
+
+def not_applicable(needs: frozenset, adapter) -> str | None:
+    gone = missing(needs, adapter)
+    if not gone:
+        return None
+    why = "; ".join(f"{g}: {adapter.why_not[Observable(g)]}" for g in gone
+                    if Observable(g) in getattr(adapter, "why_not", {}))
+    return f"not applicable: needs {', '.join(gone)}" + (f" ({why})" if why else "")
+
+
+def repro_command(law: str, case: EngineCase, device: str) -> str:
+    return (f"python -m harness repro {law} --device {device} "
+            f"--config '{json.dumps(case.to_dict(), sort_keys=True)}'")
+
+
+def run_case(law: str, case: EngineCase, device: str):
+    """One case of one law, the replay line attached to any failure."""
+    try:
+        return ENGINE_LAWS[law].check(case.adapter(device), case)
+    except Exception as exc:
+        exc.add_note(f"replay: {repro_command(law, case, device)}")
+        raise
+
+
+def law_test(law: str, engine: str, device: str, max_examples: int | None = None,
+             profile: settings | None = None):
+    """The Hypothesis test of one law on one engine (test_engine_laws.py runs it)."""
+    mod = ENGINE_LAWS[law]
+
+    @given(case=mod.cases(engine, device))
+    def test(case):
+        run_case(law, case, device)
+    base = profile or settings.default
+    n = max_examples or max(2, base.max_examples // FRACTION.get(law, 1))
+    return settings(base, max_examples=n, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow,
+                                           HealthCheck.data_too_large])(test)
+
+
+def applicability(engine: str, device: str) -> dict[str, str | None]:
+    """law -> None (it runs) or the "not applicable: needs X" line."""
+    adapter = default_adapter(engine, device)
+    return {name: not_applicable(m.NEEDS, adapter) for name, m in ENGINE_LAWS.items()}

@@ -1,0 +1,43 @@
+"""The black-box laws under pytest, on every engine asked for: `pytest --engine NAME` (the
+specdec plugin's option; repeatable) runs them on NAME, plain `pytest` on both built-in
+adapters (specdec and transformers) with a small CPU budget. A law the engine cannot serve
+is skipped with "not applicable: needs X" (a skip, never a pass). Each failure carries its
+one-line replay (`python -m harness repro ...`).
+
+Elsewhere than this checkout: `pytest -n auto --pyargs harness.runners.test_engine_laws
+--engine mine` (harness/adapters/registry.py says how `mine` is found)."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import settings
+
+from harness.adapters.registry import default_adapter
+from harness.runners.engine_suite import (CPU_EXAMPLES, ENGINE_LAWS, FRACTION, law_test,
+                                          not_applicable)
+from harness.strategies.runs import default_device
+
+DEVICE = default_device()
+BUILTIN = ("specdec", "transformers")
+
+
+def pytest_generate_tests(metafunc) -> None:
+    if "engine" in metafunc.fixturenames:
+        engines = metafunc.config.getoption("engine", None) or list(BUILTIN)
+        metafunc.parametrize("engine", engines)
+
+
+def _examples(engine: str, law: str) -> int | None:
+    """CPU: a few examples per law (CI stays within its 15 minutes); GPU: the profile's."""
+    if DEVICE != "cpu":
+        return None
+    cap = CPU_EXAMPLES.get(engine, 3)
+    return max(1, min(settings.default.max_examples, cap) // FRACTION.get(law, 1))
+
+
+@pytest.mark.engine_law
+@pytest.mark.parametrize("law", list(ENGINE_LAWS))
+def test_engine_law(engine, law):
+    reason = not_applicable(ENGINE_LAWS[law].NEEDS, default_adapter(engine, DEVICE))
+    if reason:
+        pytest.skip(f"{law} on {engine}: {reason}")
+    law_test(law, engine, DEVICE, _examples(engine, law))()

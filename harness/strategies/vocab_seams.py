@@ -1,0 +1,40 @@
+"""The ids where a vocabulary sharded over N ranks changes hands, and drawn inputs that hold
+them: a vocab-parallel embedding or LM head that is off by one at a shard's edge is wrong
+only there, and uniformly drawn prompts rarely touch those ids (4 of 320 for tp 2).
+
+The shards are specdec/tp/comm.py's: ceil(V/N) rows each, the last one shorter when N does
+not divide V (the tiny-odd model: 321 = 161 + 160). Written out here from that rule, not
+imported: a reference that asks the code under test where its seams are checks nothing."""
+from __future__ import annotations
+
+import random
+
+
+def vocab_seams(vocab: int, ranks: int) -> list[int]:
+    """0, V - 1, and the first and last id of every rank's shard."""
+    per = -(-vocab // ranks)
+    ids = {0, vocab - 1}
+    for r in range(ranks):
+        first, last = r * per, min(vocab, (r + 1) * per) - 1
+        if first <= last:
+            ids.update((first, last))
+    return sorted(ids)
+
+
+def with_seams(prompts: list[list[int]], seams: list[int], seed: int) -> list[list[int]]:
+    """Prompt b starts with seam b mod len(seams), and about half of the other positions hold
+    a seam id drawn from the seed: every seam is in a batch of len(seams) prompts."""
+    rng = random.Random(seed ^ 0x5EA3)
+    out = []
+    for b, prompt in enumerate(prompts):
+        p = [seams[b % len(seams)]] + list(prompt[1:])
+        for j in range(1, len(p)):
+            if rng.random() < 0.5:
+                p[j] = rng.choice(seams)
+        out.append(p)
+    return out
+
+
+def seam_stops(batch_size: int, seams: list[int]) -> list[tuple[int, ...]]:
+    """Request i stops at seam i mod len(seams) and the next one, should it emit either."""
+    return [(seams[i % len(seams)], seams[(i + 1) % len(seams)]) for i in range(batch_size)]

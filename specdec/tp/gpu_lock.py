@@ -1,0 +1,58 @@
+"""One tensor-parallel engine at a time per GPU, across processes (opt-in).
+
+With SPECDEC_TP_GPU_LOCKS=<dir> (the pytest plugin sets it on a multi-GPU host, so zoo
+subprocesses inherit it), rank 0 takes an exclusive flock on <dir>/gpu<i>.lock for each GPU
+of its group while an engine uses the group, in ascending order (no two holders can wait on
+each other). Another TP engine on any of those GPUs waits; single-GPU work never does. NCCL
+kernels spin while they wait for their peers, so two groups time-slicing the same GPUs
+against a crowd of other contexts slow each other without bound; one at a time they don't.
+A lock dies with its process: no stale locks after a crash."""
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+
+ENV = "SPECDEC_TP_GPU_LOCKS"
+
+
+class GPULocks:
+    def __init__(self, gpus: list[int]) -> None:
+        self.dir = os.environ.get(ENV) or None
+        self.gpus = sorted(set(gpus))
+        self.files: list = []
+
+    def acquire(self, timeout: float) -> None:
+        """Take every GPU's lock, waiting up to `timeout` s in all; a no-op without ENV."""
+        if self.dir is None or self.files:
+            return
+        os.makedirs(self.dir, exist_ok=True)
+        deadline = time.monotonic() + timeout
+        try:
+            for gpu in self.gpus:
+                f = open(os.path.join(self.dir, f"gpu{gpu}.lock"), "a+")
+                self.files.append(f)
+                while True:
+                    try:
+                        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                        break
+                    except BlockingIOError:
+                        if time.monotonic() > deadline:
+                            f.seek(0)
+                            holder = f.read().strip() or "?"
+                            raise TimeoutError(
+                                f"GPU {gpu} is held by another tensor-parallel engine (pid "
+                                f"{holder}) for over {timeout:.0f} s ({ENV}={self.dir})") from None
+                        time.sleep(0.1)
+                f.seek(0)
+                f.truncate()
+                f.write(str(os.getpid()))
+                f.flush()
+        except BaseException:
+            self.release()
+            raise
+
+    def release(self) -> None:
+        for f in reversed(self.files):
+            f.close()  # closing the file drops its flock
+        self.files = []

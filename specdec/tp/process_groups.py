@@ -1,0 +1,87 @@
+"""The torch.distributed groups of a TP group: made the same way on every rank, and ended in
+one defined order with every wait bounded.
+
+Two groups over the same ranks: the default (data) group, NCCL on CUDA and gloo on CPU, for
+the forward's collectives; a gloo control group for commands and replies. Ending them:
+
+- healthy (every rank alive and at the same point): every rank calls
+  `destroy_process_group()`, which shuts the groups down newest first (control, then data);
+  NCCL's teardown may synchronise with the peers, so all ranks do it at about the same time.
+- otherwise (a peer dead, stuck or diverged), or when the destroy does not return in time:
+  abort, which is local and does not wait for peers (NCCL: ncclCommAbort, also ending
+  kernels stuck on a dead peer). A blocking destroy is never called when a peer is not
+  known to be alive.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import threading
+
+import torch.distributed as dist
+import torch.distributed.distributed_c10d as c10d
+
+TIMEOUT_S = float(os.environ.get("SPECDEC_TP_TIMEOUT", "300"))  # a collective's time-out
+END_WAIT_S = float(os.environ.get("SPECDEC_TP_END_WAIT", "10"))  # a bounded teardown step
+
+
+def init_groups(rank: int, world: int, device_type: str, port: int | None):
+    """Join the data group (tcp://127.0.0.1:port, or env:// under torchrun) and make the gloo
+    control group; returns the control group."""
+    backend = "nccl" if device_type == "cuda" else "gloo"
+    init = f"tcp://127.0.0.1:{port}" if port is not None else "env://"
+    dist.init_process_group(backend, init_method=init, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=TIMEOUT_S))
+    return dist.new_group(backend="gloo")
+
+
+_ENDING = threading.Lock()  # the watchdog's abort and shutdown's, one at a time
+
+
+def bounded(fn, timeout: float) -> bool:
+    """fn() in a daemon thread; True if it returned within `timeout` seconds (False if it
+    raised, or is still running: a thread left behind is blocked in C++ without the GIL and
+    does not hold up exit)."""
+    done, ok = threading.Event(), []
+
+    def run() -> None:
+        try:
+            fn()
+            ok.append(True)
+        except Exception:  # noqa: BLE001  a failed teardown step: the caller's fallback
+            pass
+        finally:
+            done.set()
+    threading.Thread(target=run, daemon=True, name="specdec-tp-teardown").start()
+    return done.wait(timeout) and bool(ok)
+
+
+def abort_groups(timeout: float = END_WAIT_S) -> bool:
+    """End every group of this process without waiting for peers (NCCL: ncclCommAbort on
+    each communicator; gloo: its sockets are closed)."""
+    if not dist.is_initialized():
+        return True
+
+    def abort() -> None:
+        with _ENDING:
+            if not dist.is_initialized():
+                return
+            try:
+                c10d._abort_process_group()
+            except Exception:  # noqa: BLE001  a backend without abort: destroy is local there
+                if dist.is_initialized():
+                    dist.destroy_process_group()
+    return bounded(abort, timeout)
+
+
+def end_groups(healthy: bool, timeout: float = END_WAIT_S) -> bool:
+    """End this process's groups: destroyed in order when `healthy`, else (or when the
+    destroy does not return within `timeout`) aborted. True if they ended in time."""
+    if not dist.is_initialized():
+        return True
+    def destroy() -> None:  # not under _ENDING: an abort must be able to end a stuck destroy
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    if healthy and bounded(destroy, timeout):
+        return True
+    return abort_groups(timeout)
