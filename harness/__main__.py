@@ -1,4 +1,4 @@
-"""`python -m harness check|repro|zoo|mixed|bench`: the entry; the commands are in
+"""`python -m harness check|repro|zoo|mixed|bench|acceptance`: the entry; the commands are in
 harness/runners/cli.py."""
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The command line of `python -m harness check|repro|zoo|mixed|bench|acceptance` (harness/__main__.py
-is its entry)."""
+"""The command line of `python -m harness check|repro|zoo|mixed|bench|acceptance`
+(harness/__main__.py is its entry)."""
 from __future__ import annotations
 
 import argparse
