@@ -79,9 +79,9 @@ def check(budget: float, device: str, profile: settings, out=sys.stdout) -> int:
                       f"{per_prop:.0f}s", end="", file=sys.stderr, flush=True)
         if sys.stderr.isatty():
             print(file=sys.stderr)
-    print(f"{'property':<22} {'examples':>8} {'configs':>8} {'failures':>8} {'time':>8}", file=out)
+    print(f"{'property':<26} {'examples':>8} {'configs':>8} {'failures':>8} {'time':>8}", file=out)
     for rep in reports.values():
-        print(f"{rep.name:<22} {rep.examples:>8} {len(rep.covered):>8} {len(rep.failures):>8} "
+        print(f"{rep.name:<26} {rep.examples:>8} {len(rep.covered):>8} {len(rep.failures):>8} "
               f"{rep.seconds:>7.1f}s" + (f"  ({rep.skipped} skipped: more GPUs needed than "
                                          "visible)" if rep.skipped else ""), file=out)
     failed = [(r.name, c, e) for r in reports.values() for c, e in r.failures]
