@@ -157,10 +157,11 @@ def prop_acceptance_floor(cfg: FloorConfig, device: str | None = None) -> None:
 
 
 def floor_configs(device: str, dtype: str, graphs=(False, True), page_sizes=(1, 4, 16),
-                  keys: tuple | None = None):
+                  keys: tuple | None = None, buckets=((1, 2, 4), (4, 8))):
     """The baselined configurations of this device kind and dtype, each along a drawn path:
-    graphs on or off (buckets smaller than the batch: padding and eager fallback), a page
-    size, overlap or sync, all requests at once or half of them later."""
+    graphs on or off (captured sizes from `buckets`: below the batch, eager fallback until
+    it shrinks; covering it, padded replays), a page size, overlap or sync, all requests at
+    once or half of them later."""
     from hypothesis import strategies as st
     table = baseline_table(device, dtype)
     keys = tuple(k for k in (keys or sorted(table)) if k in table)
@@ -171,4 +172,4 @@ def floor_configs(device: str, dtype: str, graphs=(False, True), page_sizes=(1, 
         lambda key, **kw: FloorConfig(*parse_config_key(key), dtype=dtype, **kw),
         st.sampled_from(keys), cuda_graph=st.sampled_from(graphs),
         page_size=st.sampled_from(page_sizes), overlap=st.booleans(),
-        batch=st.sampled_from(("together", "halves")), graph_bs=st.sampled_from(((1, 2, 4),)))
+        batch=st.sampled_from(("together", "halves")), graph_bs=st.sampled_from(buckets))

@@ -104,7 +104,7 @@ _CPU_FLOORS = ("eagle topk=1 steps=3 ndt=4", "eagle topk=4 steps=4 ndt=8",
 
 def _floors(on_gpu: bool, fixed: dict):
     if on_gpu:
-        return floor_configs("cuda", "bfloat16")
+        return floor_configs("cuda", "bfloat16", buckets=((1, 2, 4), (1, 2, 4, 8, 16, 32)))
     return floor_configs("cpu", "float32", keys=_CPU_FLOORS)
 
 
