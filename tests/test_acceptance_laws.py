@@ -96,3 +96,30 @@ def test_floor_rejects_a_draft_side_fault(fault, cfg):
     with faults.active(fault):
         with pytest.raises(OracleFailure, match="acceptance_floor"):
             prop_acceptance_floor(cfg, DEVICE)
+
+
+def test_tie_gaps_find_the_closest_choice():
+    """The tie excuse's re-derivation: a chain's gap is its rows' top-2 margin; a tree's
+    includes the cut between the topk-th and next cumulative score (divided by its depth);
+    the target's is the top-2 margin on the accepted path."""
+    import torch
+
+    from harness.references.acceptance_ties import draft_choice_gap, target_path_gap
+    row = torch.tensor([5.0, 3.0, 1.0, 0.0])
+    assert draft_choice_gap(row, [row[None]], 1, 3) == pytest.approx(2.0)
+    close = torch.tensor([5.0, 4.9995, 1.0, 0.0])  # a draft tie at depth 2
+    assert draft_choice_gap(row, [close[None]], 1, 3) == pytest.approx(5e-4, abs=1e-6)
+    # topk 2, two branches drafting the same row: candidates (0 then 1) and (1 then 0) have
+    # equal cumulative scores and the cut between the 2nd and 3rd of them is an exact tie
+    same = torch.stack([row, row])
+    assert draft_choice_gap(row, [same], 2, 4) == pytest.approx(0.0, abs=1e-12)
+    # rows far apart: the closest cut is organize's, the 3rd best node (0 then 1, log-score
+    # about -3.07) against the 4th (1, about -4.02), over depth 2
+    far = torch.stack([torch.tensor([9.0, 6.0, 0.0, -3.0]), torch.tensor([0.0, -3.0, -9.0, -12.0])])
+    step0 = torch.tensor([9.0, 5.0, 0.0, -4.0])
+    lp0, lpb = torch.log_softmax(step0.double(), -1), torch.log_softmax(far[0].double(), -1)
+    want = float((lp0[0] + lpb[1]) - lp0[1]) / 2
+    assert draft_choice_gap(step0, [far], 2, 4) == pytest.approx(want) and want > 0.4
+    verify = torch.tensor([[1.0, 0.5, 0.0], [2.0, 1.99, 0.0]])
+    assert target_path_gap(verify, [0]) == pytest.approx(0.5)
+    assert target_path_gap(verify, [0, 1]) == pytest.approx(0.01, abs=1e-6)
