@@ -61,9 +61,13 @@ def defaults(args, device: str) -> tuple[str, int, int, int, str]:
 
 def run_gate(pair, device: str, dtype: str, n_prompts: int, max_new_tokens: int,
              prompt_len: int, configs: list, drafters: list[str],
-             baselines: str = BASELINES) -> list[dict]:
-    """One row per (drafter, configuration): measured mean, bound and verdict."""
-    table = baseline_table(device, dtype, baselines, pair)
+             baselines: str = BASELINES, rewrite: bool = False) -> list[dict]:
+    """One row per (drafter, configuration): measured mean, bound and verdict. `rewrite`:
+    the baselines are about to be replaced (another pair's are shown as missing, not an
+    error)."""
+    doc_pair = load_baselines(baselines).get("pair")
+    stale = rewrite and doc_pair not in (None, pair.identity())
+    table = {} if stale else baseline_table(device, dtype, baselines, pair)
     rows = []
     for drafter in drafters:
         for topk, steps, ndt in configs:
@@ -145,6 +149,16 @@ def plot(rows: list[dict], png: str, title: str) -> None:
 
 
 def main(args, device: str, argv: list[str]) -> int:
+    """Bad input (a fixture, a baseline of another pair, a count) -> its message, exit 2."""
+    import sys
+    try:
+        return _main(args, device, argv)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(args, device: str, argv: list[str]) -> int:
     dtype, n_prompts, max_new, plen, grid = defaults(args, device)
     pair = trained_pair(args.fixture)
     if args.fault_table:
@@ -167,7 +181,7 @@ def main(args, device: str, argv: list[str]) -> int:
           f"({f'last {plen} tokens' if plen else 'whole'}) x {max_new} new tokens, greedy; "
           f"bound: baseline - z_(1-{ALPHA:g}) * s / sqrt(rounds)\n{HEADER}")
     rows = run_gate(pair, device, dtype, n_prompts, max_new, plen, GRIDS[grid], drafters,
-                    args.baselines)
+                    args.baselines, rewrite=args.write_baseline)
     out = args.out or f"bench/results/acceptance-{device_key(device, dtype)}.json"
     from specdec.bench.results import write
     write(out, device, rows, None, {"dtype": dtype, "prompts": n_prompts,
