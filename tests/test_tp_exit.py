@@ -108,7 +108,11 @@ def _script(tmp_path, body: str, guarded: bool = True) -> str:
 def _start(script: str, device: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
            "SPECDEC_TP_HANG_S": str(HANG_S), "SPECDEC_TP_END_WAIT": str(END_WAIT_S),
-           "PYTHONUNBUFFERED": "1"}
+           "PYTHONUNBUFFERED": "1",
+           # One intra-op thread per rank, as the plugin gives each xdist worker: under
+           # `pytest -n auto` on a 16-core GPU host, ranks with a thread per core each were
+           # starved past the bounds (a host-load effect, not a teardown one).
+           "OMP_NUM_THREADS": "1"}
     return subprocess.Popen([sys.executable, script, device], cwd=ROOT, env=env, text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE)
