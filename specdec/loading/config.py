@@ -141,3 +141,20 @@ def eos_token_ids(path: str | os.PathLike) -> list[int]:
             if eos is not None:
                 return [int(e) for e in (eos if isinstance(eos, list) else [eos])]
     return []
+
+
+def hf_llama_config(cfg: ModelConfig, architecture: str, num_layers: int, tie: bool,
+                    dtype, **extra) -> dict:
+    """`cfg` as a Hugging Face Llama config.json (what llama_model_config reads back): the
+    one writer for the saved targets (specdec/train/save.py) and EAGLE heads (eagle.py)."""
+    return {
+        "architectures": [architecture], "model_type": "llama", "hidden_act": "silu",
+        "attention_bias": False, "mlp_bias": False,
+        "vocab_size": cfg.vocab_size, "hidden_size": cfg.hidden_size,
+        "intermediate_size": cfg.intermediate_size, "num_hidden_layers": num_layers,
+        "num_attention_heads": cfg.num_heads, "num_key_value_heads": cfg.num_kv_heads,
+        "head_dim": cfg.head_dim, "rms_norm_eps": cfg.rms_norm_eps,
+        "rope_theta": cfg.rope_theta, "rope_scaling": cfg.rope_scaling,
+        "max_position_embeddings": cfg.max_position, "tie_word_embeddings": tie,
+        **extra, "torch_dtype": str(dtype).removeprefix("torch."),
+    }

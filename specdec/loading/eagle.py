@@ -14,7 +14,8 @@ import os
 import torch
 
 from specdec.loading.config import (EAGLE_ARCHITECTURES, LLAMA_ARCHITECTURES, architecture,
-                                    check_llama_architecture, llama_model_config, read_config)
+                                    check_llama_architecture, hf_llama_config,
+                                    llama_model_config, read_config)
 from specdec.loading.llama import finish
 from specdec.loading.tensors import CheckpointReader, match_tensors, save_safetensors
 from specdec.model.eagle import EagleHead
@@ -87,24 +88,7 @@ def save_eagle_head(head: EagleHead, path: str | os.PathLike) -> None:
     cfg = head.cfg
     state = head.state_dict()
     dtype = next(iter(state.values())).dtype
-    config = {
-        "architectures": ["LlamaForCausalLMEagle"],
-        "model_type": "llama",
-        "hidden_act": "silu",
-        "vocab_size": cfg.vocab_size,
-        "hidden_size": cfg.hidden_size,
-        "intermediate_size": cfg.intermediate_size,
-        "num_hidden_layers": 1,
-        "num_attention_heads": cfg.num_heads,
-        "num_key_value_heads": cfg.num_kv_heads,
-        "head_dim": cfg.head_dim,
-        "rms_norm_eps": cfg.rms_norm_eps,
-        "rope_theta": cfg.rope_theta,
-        "rope_scaling": cfg.rope_scaling,
-        "max_position_embeddings": cfg.max_position,
-        "tie_word_embeddings": False,
-        "torch_dtype": str(dtype).removeprefix("torch."),
-    }
+    config = hf_llama_config(cfg, "LlamaForCausalLMEagle", 1, False, dtype)
     with open(os.path.join(path, "config.json"), "w", encoding="utf-8") as f:
         json.dump(config, f, indent=2)
     save_safetensors(dict(state), os.path.join(path, "model.safetensors"))

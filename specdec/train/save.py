@@ -7,34 +7,15 @@ import os
 
 import torch
 
+from specdec.loading.config import hf_llama_config
 from specdec.loading.tensors import save_safetensors
 from specdec.model.llama import LlamaModel
 
 
 def hf_config(model: LlamaModel, dtype: torch.dtype, eos_id: int | None) -> dict:
     cfg = model.cfg
-    return {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "hidden_act": "silu",
-        "attention_bias": False,
-        "mlp_bias": False,
-        "vocab_size": cfg.vocab_size,
-        "hidden_size": cfg.hidden_size,
-        "intermediate_size": cfg.intermediate_size,
-        "num_hidden_layers": cfg.num_layers,
-        "num_attention_heads": cfg.num_heads,
-        "num_key_value_heads": cfg.num_kv_heads,
-        "head_dim": cfg.head_dim,
-        "rms_norm_eps": cfg.rms_norm_eps,
-        "rope_theta": cfg.rope_theta,
-        "rope_scaling": cfg.rope_scaling,
-        "max_position_embeddings": cfg.max_position,
-        "tie_word_embeddings": cfg.tie_word_embeddings,
-        "bos_token_id": None,
-        "eos_token_id": eos_id,
-        "torch_dtype": str(dtype).removeprefix("torch."),
-    }
+    return hf_llama_config(cfg, "LlamaForCausalLM", cfg.num_layers, cfg.tie_word_embeddings,
+                           dtype, bos_token_id=None, eos_token_id=eos_id)
 
 
 def save_llama(model: LlamaModel, path: str, dtype: torch.dtype = torch.bfloat16,
