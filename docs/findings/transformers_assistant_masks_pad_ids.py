@@ -28,6 +28,8 @@ all-ones attention mask from model_kwargs" (and #47951), whose follow-up #49019 
 decoding for VLM due to dropping attn mask" repaired another consequence of it for
 assisted decoding.
 
+Reproduced on transformers 5.24.0; on 5.17.0 the law holds on this case (CPU).
+
 Run: `python docs/findings/transformers_assistant_masks_pad_ids.py` (prints the verdict;
 exit 1 while the bug is present). Regression: tests/test_findings_transformers.py
 (xfail strict: it fails, and so flags this file and the adapter's KNOWN entry for removal,

@@ -27,6 +27,8 @@ is persistent over multiple generation calls with the same assistant model"; the
 before each call (as the adapter does whenever Spec.draft_length is given) avoids it. No
 upstream issue: by design.
 
+Reproduced on transformers 5.24.0 and 5.17.0 (CPU).
+
 Run: `python docs/findings/transformers_heuristic_schedule_persists.py` (exit 1 while it
 holds). Regression: tests/test_findings_transformers.py (xfail strict: it flips if
 transformers ever stops persisting the value).

@@ -54,7 +54,9 @@ Known findings: `known` (optional) lists the violations already found in your en
 recorded (docs/findings/, each with an xfail(strict=True) regression test). The laws draw
 around a known finding's cases, so that CI stays green until upstream fixes it (the strict
 xfail then fails, and the entry is removed); SPECDEC_KNOWN_FINDINGS=include draws them too
-(`python -m harness check --with-known`).
+(`python -m harness check --with-known`). A finding holds in some versions of an engine only:
+`Known.versions` names those it was reproduced on, and an adapter lists in `known` only the
+entries for the version it runs, so that on the others the laws draw those cases again.
 
 Errors: raise ValueError naming the value and what is allowed for a request or spec your
 engine refuses; the harness only draws what `spec_space` and `max_batch` allow.
@@ -143,11 +145,16 @@ class Completion:
 @dataclass(frozen=True)
 class Known:
     """A recorded violation: which laws it breaks, where it is written up, and which drawn
-    cases hit it (`matches(adapter, case)`, evaluated before the case runs)."""
+    cases hit it (`matches(adapter, case)`, evaluated before the case runs), and on which
+    versions of the engine it was reproduced (None: not tied to a version)."""
     id: str
     laws: tuple[str, ...]
     doc: str                      # docs/findings/<id>.py
     matches: Any                  # (adapter, EngineCase) -> bool
+    versions: frozenset[str] | None = None
+
+    def holds_on(self, version: str) -> bool:
+        return self.versions is None or version in self.versions
 
 
 @runtime_checkable

@@ -74,15 +74,41 @@ def _heuristic_default_length(adapter, case) -> bool:
             and spec.draft_length is None and spec.get("schedule") == "heuristic")
 
 
-# Recorded findings (docs/findings/): the laws draw around their cases until upstream fixes
-# them; each has a strict xfail regression test that flips then.
+def _stop_ends_prompt_before_empty_draft(adapter, case) -> bool:
+    """engine_finish draws the prompt's last token as a stop id of a request whose first
+    round can draft nothing: max_new_tokens 1 leaves the assistant no room, and prompt lookup
+    drafts nothing without a match. (The stops are those engine_finish draws for the case.)"""
+    from harness.laws.engine_finish import drawn_stops, unstopped
+    from harness.strategies.engine_cases import requests_for
+    lookup = case.spec["drafter"] == "prompt_lookup"
+    reqs = requests_for(case, adapter.vocab_size)
+    if not lookup and all(r.max_new_tokens > 1 for r in reqs):
+        return False
+    stops = drawn_stops(case, reqs, unstopped(adapter, case, reqs))
+    return any(r.prompt[-1] in s and (lookup or r.max_new_tokens == 1)
+               for r, s in zip(reqs, stops))
+
+
+# Recorded findings (docs/findings/): the laws draw around their cases, on the transformers
+# versions each was reproduced on, until upstream fixes them; each has a strict xfail
+# regression test (tests/test_findings_transformers.py) that flips then. On other versions
+# the adapter leaves them out of `known`, so the laws draw those cases again.
 KNOWN = (
     Known("transformers_assistant_masks_pad_ids", ("engine_self_draft",),
-          "docs/findings/transformers_assistant_masks_pad_ids.py", _pad_in_context),
+          "docs/findings/transformers_assistant_masks_pad_ids.py", _pad_in_context,
+          frozenset({"5.24.0"})),
     Known("transformers_heuristic_schedule_persists", ("engine_seeded_determinism",),
           "docs/findings/transformers_heuristic_schedule_persists.py",
-          _heuristic_default_length),
+          _heuristic_default_length, frozenset({"5.17.0", "5.24.0"})),
+    Known("transformers_prompt_ending_in_stop_id_emits_nothing", ("engine_finish",),
+          "docs/findings/transformers_prompt_ending_in_stop_id_emits_nothing.py",
+          _stop_ends_prompt_before_empty_draft, frozenset({"5.17.0"})),
 )
+
+
+def known_on(version: str) -> tuple[Known, ...]:
+    """The recorded findings reproduced on transformers `version`."""
+    return tuple(k for k in KNOWN if k.holds_on(version))
 
 
 def _quiet() -> None:
@@ -150,8 +176,6 @@ class RoundCounter:
 class TransformersAdapter:
     name = "transformers"
 
-    known = KNOWN
-
     def __init__(self, device: str = "cpu", dtype: str = "float32", model_seed: int = 0,
                  pad_token_id: int | None = None) -> None:
         if dtype not in DTYPES:
@@ -159,6 +183,8 @@ class TransformersAdapter:
         if dtype == "bfloat16" and not device.startswith("cuda"):
             raise ValueError("dtype='bfloat16' is drawn on CUDA only (CPU runs fp32)")
         _quiet()
+        import transformers
+        self.known = known_on(transformers.__version__)
         self.device, self.dtype = device, DTYPES[dtype]
         if pad_token_id is not None and not 0 <= pad_token_id < TARGET["vocab_size"]:
             raise ValueError(f"pad_token_id={pad_token_id}: expected None or a token id in "

@@ -57,16 +57,27 @@ def draw_stops(rng: random.Random, prompt, continuation: list[int], cap: int) ->
     return tuple(sorted(stops))
 
 
+def unstopped(adapter, case: EngineCase, reqs) -> list:
+    """What the stops are drawn from and the outputs compared with: the plain greedy
+    continuation run STOP_PAST_CAP past each cap, or the same seeded speculative requests."""
+    if case.temperature == 0:
+        return plain_continuation(adapter, reqs, STOP_PAST_CAP)
+    return run(adapter, reqs, case.spec_obj)
+
+
+def drawn_stops(case: EngineCase, reqs, refs) -> list[tuple]:
+    """Each request's stop ids, drawn from its prompt and its unstopped output `refs`."""
+    rng = random.Random(case.seed ^ 0x5709)
+    return [draw_stops(rng, r.prompt, c.tokens, r.max_new_tokens) for r, c in zip(reqs, refs)]
+
+
 def check(adapter, case: EngineCase) -> dict:
     """The law above for one drawn case; returns which kinds of stop ended requests."""
     reqs = requests_for(case, adapter.vocab_size)
-    rng = random.Random(case.seed ^ 0x5709)
-    if case.temperature == 0:
-        refs = plain_continuation(adapter, reqs, STOP_PAST_CAP)
-        marg = [margins(adapter, r, c) for r, c in zip(reqs, refs)]
-    else:  # the same seeded speculative requests without stops, at the same cap
-        refs, marg = run(adapter, reqs, case.spec_obj), None
-    stops = [draw_stops(rng, r.prompt, c.tokens, r.max_new_tokens) for r, c in zip(reqs, refs)]
+    refs = unstopped(adapter, case, reqs)
+    marg = ([margins(adapter, r, c) for r, c in zip(reqs, refs)] if case.temperature == 0
+            else None)
+    stops = drawn_stops(case, reqs, refs)
     outs = run(adapter, [replace(r, stop_token_ids=s) for r, s in zip(reqs, stops)],
                case.spec_obj)
     try:
