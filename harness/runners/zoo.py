@@ -85,23 +85,46 @@ def detect(fault: str, device: str, profile: settings) -> ZooRow:
     return row
 
 
+def run_bounded(args: list[str], limit: float, what: str) -> tuple[int, str, str]:
+    """Run a subprocess to its end, or for `limit` seconds: past that it is sent SIGABRT (a
+    Python started with faulthandler prints every thread's stack), then killed, and the
+    error says where it hung. (returncode, stdout, stderr)."""
+    import signal
+    import subprocess
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        raise RuntimeError(f"{what} still running after {limit:g} s; its stacks:\n"
+                           f"{err[-6000:]}") from None
+    return proc.returncode, out, err
+
+
 def detect_isolated(fault: str, device: str, profile_name: str) -> ZooRow:
     """On a GPU each fault runs in its own process: a fault that makes a kernel read out of
     bounds leaves the CUDA context unusable, and every later fault would 'fail' on that."""
     if not device.startswith("cuda"):
         return detect(fault, device, settings.get_profile(profile_name))
-    import subprocess
+    import os
     import sys
     import tempfile
+    limit = float(os.environ.get("SPECDEC_ZOO_FAULT_TIMEOUT", "300"))
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        proc = subprocess.run([sys.executable, "-m", "harness", "zoo", "--device", device,
-                               "--profile", profile_name, "--faults", fault, "--json", f.name,
-                               "--in-process"], capture_output=True, text=True)
+        rc, out, err = run_bounded([sys.executable, "-X", "faulthandler", "-m", "harness", "zoo",
+                                    "--device", device, "--profile", profile_name, "--faults",
+                                    fault, "--json", f.name, "--in-process"], limit,
+                                   f"zoo subprocess for {fault} (SPECDEC_ZOO_FAULT_TIMEOUT)")
         try:
             return ZooRow(**json.load(open(f.name))["rows"][0])
         except (ValueError, KeyError, IndexError):
-            raise RuntimeError(f"zoo subprocess for {fault} died (rc {proc.returncode}):\n"
-                               f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}") from None
+            raise RuntimeError(f"zoo subprocess for {fault} died (rc {rc}):\n"
+                               f"{out[-2000:]}{err[-2000:]}") from None
 
 
 def zoo(device: str, profile_name: str, names=None, out=None, json_path=None,
