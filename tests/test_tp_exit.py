@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -118,11 +119,24 @@ def _start(script: str, device: str) -> subprocess.Popen:
                             stderr=subprocess.PIPE)
 
 
+def _readline(proc: subprocess.Popen, t0: float) -> str | None:
+    """The script's next stdout line, or None once EXIT_BOUND_S since t0 have passed (a
+    script that hangs before printing must fail the test, not hold it)."""
+    box: list[str] = []
+    reader = threading.Thread(target=lambda: box.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(max(0.0, EXIT_BOUND_S - (time.monotonic() - t0)))
+    return box[0] if box else None
+
+
 def _worker_pid(proc: subprocess.Popen, t0: float) -> int:
     """The pid the script prints ("worker PID") once its engine runs."""
     line = ""
     while not line.startswith("worker"):
-        line = proc.stdout.readline()
+        line = _readline(proc, t0)
+        if line is None:
+            proc.kill()
+            pytest.fail(f"no worker pid from the script within {EXIT_BOUND_S} s")
         if not line:
             _, err, _ = _finish(proc, t0)
             pytest.fail(f"no worker pid from the script:\n{err[-3000:]}")
