@@ -114,7 +114,7 @@ def detect_isolated(fault: str, device: str, profile_name: str) -> ZooRow:
     import os
     import sys
     import tempfile
-    limit = float(os.environ.get("SPECDEC_ZOO_FAULT_TIMEOUT", "300"))
+    limit = float(os.environ.get("SPECDEC_ZOO_FAULT_TIMEOUT", "240"))
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         rc, out, err = run_bounded([sys.executable, "-X", "faulthandler", "-m", "harness", "zoo",
                                     "--device", device, "--profile", profile_name, "--faults",
