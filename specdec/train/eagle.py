@@ -17,11 +17,11 @@ import torch.nn.functional as F
 from specdec.loading.eagle import save_eagle_head
 from specdec.loading.llama import load_llama
 from specdec.model.eagle import EagleHead
-from specdec.train.corpus import fixed_windows, sample_windows, stdlib_corpus, token_stream
+from specdec.train.corpus import fixed_windows, sample_windows
 from specdec.train.dense import head_unroll, logits_of, target_hidden
 from specdec.train.loop import LoopOptions, autocast, run_loop, write_outputs
 from specdec.train.target import maybe_compile
-from specdec.train.tokenizer import load_tokenizer_file
+from specdec.train.tokenizer import tokenized_corpus
 
 
 def head_losses(head: EagleHead, ids: torch.Tensor, unroll: int, w_feat: float,
@@ -50,10 +50,7 @@ def head_losses(head: EagleHead, ids: torch.Tensor, unroll: int, w_feat: float,
 
 def train_eagle(args) -> dict:
     torch.manual_seed(args.seed)
-    corpus = stdlib_corpus(limit=args.corpus_limit)
-    tok = load_tokenizer_file(args.tokenizer)
-    train = token_stream(tok, corpus.split(False), 0)
-    held = token_stream(tok, corpus.split(True), 0)
+    corpus, tok, train, held = tokenized_corpus(args.tokenizer, args.corpus_limit)
     target = load_llama(args.target, args.device, torch.float32)
     for p in target.parameters():
         p.requires_grad_(False)

@@ -12,11 +12,11 @@ import torch.nn.functional as F
 
 from specdec.config import ModelConfig
 from specdec.model.llama import LlamaModel
-from specdec.train.corpus import fixed_windows, sample_windows, stdlib_corpus, token_stream
+from specdec.train.corpus import fixed_windows, sample_windows
 from specdec.train.dense import logits_of, target_hidden
 from specdec.train.loop import LoopOptions, autocast, run_loop, write_outputs
 from specdec.train.save import save_llama
-from specdec.train.tokenizer import load_tokenizer_file
+from specdec.train.tokenizer import tokenized_corpus
 
 
 def target_config(vocab: int, hidden: int, layers: int, heads: int, kv_heads: int,
@@ -74,10 +74,7 @@ def maybe_compile(fn, enabled: bool):
 
 def train_target(args) -> dict:
     torch.manual_seed(args.seed)
-    corpus = stdlib_corpus(limit=args.corpus_limit)
-    tok = load_tokenizer_file(args.tokenizer)
-    train = token_stream(tok, corpus.split(False), 0)
-    held = token_stream(tok, corpus.split(True), 0)
+    corpus, tok, train, held = tokenized_corpus(args.tokenizer, args.corpus_limit)
     print(f"# corpus: python {corpus.python}, {len(corpus.names)} files, {corpus.num_bytes} "
           f"bytes, sha256 {corpus.sha256[:16]}; train {train.numel()} tokens, held-out "
           f"{held.numel()} tokens", flush=True)

@@ -72,3 +72,14 @@ def run_tokenizer(args) -> dict:
           f"tokenizer_sha256={sha} prompts={len(prompts)} wall={wall:.1f}s", flush=True)
     return {"vocab": tok.get_vocab_size(), "tokenizer_sha256": sha, "wall_s": round(wall, 1),
             **{k: v for k, v in heldout.items() if k != "prompts"}}
+
+
+def tokenized_corpus(tokenizer_path: str, limit: int | None = None):
+    """The corpus, its tokenizer, and the train and held-out token streams (EOS between
+    files): what `train target` and `train eagle` both start from."""
+    from specdec.train.corpus import stdlib_corpus, token_stream
+    corpus = stdlib_corpus(limit=limit)
+    tok = load_tokenizer_file(tokenizer_path)
+    eos_id = tok.token_to_id(EOS)
+    return (corpus, tok, token_stream(tok, corpus.split(False), eos_id),
+            token_stream(tok, corpus.split(True), eos_id))
