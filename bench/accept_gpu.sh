@@ -5,9 +5,9 @@
 #   $OUT/acceptance_baselines.json -> harness/laws/acceptance_baselines.json (commit it)
 #   $OUT/*.json, $OUT/*.png        -> bench/results/ (rename with the date, as the others)
 # Usage: bash bench/accept_gpu.sh [stage ...]   stages: gate tests e2e (default: all three,
-# about 6 minutes on an H100), faults (the fault table on the GPU, one process per fault:
-# run it as a second command, about 6 minutes, after copying the baseline the first wrote
-# into harness/laws/: each command starts from a fresh copy of the tree).
+# about 6 minutes on an H100), faults (the fault table on the GPU, one process per fault,
+# nine at once: run it as a second command, about 4 minutes, after copying the baseline the
+# first wrote into harness/laws/: each command starts from a fresh copy of the tree).
 # A failing stage is reported and the next one still runs; the exit status is 1 if any failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -48,18 +48,19 @@ for stage in $stages; do
     ;;
   e2e)
     # Plain vs speculative decoding of the trained target through generate(), graphs and
-    # overlap on, bs 1, 8, 32, 256 new tokens; chain (1,3,4) and tree (4,4,8); projection
-    # from llama-8b's round cost in bench/results/spec-h100-2026-11-23.json.
+    # overlap on, bs 1, 8, 32, 256 new tokens; chains of 3 to 7 steps and two trees;
+    # projection from llama-8b's round cost in bench/results/spec-h100-2026-11-23.json.
     stamp "bench e2e"
     python -m specdec bench e2e --device cuda --dtype bfloat16 --batch-sizes 1,8,32 \
-      --e2e-tokens 256 --spec-configs "1,3,4;4,4,8" --out "$OUT/e2e-h100.json" \
+      --e2e-tokens 256 --spec-configs "1,3,4;1,4,5;1,5,6;1,6,7;1,7,8;2,4,8;4,4,8" \
+      --out "$OUT/e2e-h100.json" \
       2>&1 | tee "$OUT/e2e.txt" || failed e2e
     ;;
   faults)
     # Needs the cuda-bfloat16 baseline: run after `gate` (same command) or with the
     # committed one.
     stamp "fault table"
-    python -m harness acceptance --device cuda --dtype bfloat16 --fault-table \
+    python -m harness acceptance --device cuda --dtype bfloat16 --fault-table --jobs 9 \
       --out "$OUT/acceptance-faults-cuda-bfloat16.json" 2>&1 | tee "$OUT/faults.txt" \
       || failed faults
     ;;

@@ -122,8 +122,11 @@ def tiny_llama(shape: dict, seed: int, device: str, dtype: torch.dtype):
     cfg = LlamaConfig(**shape, max_position_embeddings=512, initializer_range=INIT_STD,
                       bos_token_id=None, eos_token_id=None, pad_token_id=None,
                       tie_word_embeddings=False)
+    # The weights are drawn on the CPU from the CPU generator alone: torch.manual_seed would
+    # also reseed every CUDA generator (fork_rng(devices=[]) restores the CPU one only), and a
+    # drafter built lazily inside a seeded call would then move that call's sampling stream.
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        torch.default_generator.manual_seed(seed)
         model = LlamaForCausalLM(cfg)
     model.generation_config.eos_token_id = None
     return model.to(device=device, dtype=dtype).eval().requires_grad_(False)
@@ -296,13 +299,13 @@ class TransformersAdapter:
                   pad_token_id=self.settings["pad_token_id"],
                   eos_token_id=list(req.stop_token_ids) or None,
                   attention_mask=torch.ones_like(ids))
+        counter = None
+        if spec is not None:
+            kw.update(self._spec_kwargs(spec))  # may build the drafter: before the seed
+            counter = RoundCounter(self.target)
         if not req.greedy:
             kw.update(temperature=float(req.temperature), top_k=req.top_k, top_p=float(req.top_p))
             torch.manual_seed(req.seed)
-        counter = None
-        if spec is not None:
-            kw.update(self._spec_kwargs(spec))
-            counter = RoundCounter(self.target)
         try:
             out = self.target.generate(ids, **kw)
         finally:

@@ -48,6 +48,8 @@ def add_parser(sub) -> None:
     a.add_argument("--fault-table", action="store_true", help="instead: each first-zoo "
                    "draft-side fault on, accept length and the acceptance laws' verdicts")
     a.add_argument("--faults", default=None, help="--fault-table: comma-separated subset")
+    a.add_argument("--jobs", type=int, default=1, help="--fault-table on cuda: faults run "
+                   "at once, one process each (default 1)")
     a.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
 
 
@@ -165,7 +167,7 @@ def _main(args, device: str, argv: list[str]) -> int:
         from harness.runners.fault_table import fault_table, fault_table_isolated
         names = args.faults.split(",") if args.faults else None
         if device.startswith("cuda") and not args.in_process:
-            rows = fault_table_isolated(names, argv)
+            rows = fault_table_isolated(names, argv, args.jobs)
         else:
             rows = fault_table(pair, device, dtype, n_prompts, max_new, plen, names,
                                args.baselines)
@@ -175,7 +177,7 @@ def _main(args, device: str, argv: list[str]) -> int:
                                    "max_new_tokens": max_new, "prompt_len": plen,
                                    "pair": pair.identity()},
               argv, plot=False, prog="python -m harness")
-        return 0 if all(r["caught"] for r in rows) else 1
+        return 0 if all(r["caught"] or not r.get("effect", True) for r in rows) else 1
     drafters = [d.strip() for d in args.drafters.split(",") if d.strip()]
     print(f"acceptance on {device} {dtype}: {n_prompts} held-out prompts "
           f"({f'last {plen} tokens' if plen else 'whole'}) x {max_new} new tokens, greedy; "
