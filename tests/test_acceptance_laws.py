@@ -123,3 +123,36 @@ def test_tie_gaps_find_the_closest_choice():
     verify = torch.tensor([[1.0, 0.5, 0.0], [2.0, 1.99, 0.0]])
     assert target_path_gap(verify, [0]) == pytest.approx(0.5)
     assert target_path_gap(verify, [0, 1]) == pytest.approx(0.01, abs=1e-6)
+
+
+def test_only_the_cuts_on_the_greedy_path_decide_an_accept_length():
+    """accept_decision_gap looks at the cuts that put the target's greedy continuation in the
+    tree or kept its first missing node out; a near-tie off that path excuses nothing, one
+    on it does, and a tree that is not the recorded one is refused (None)."""
+    import torch
+
+    from harness.references.acceptance_ties import accept_decision_gap, draft_choice_gap
+    step0 = torch.tensor([0.0, 0.0, 5.0, 0.0, 0.0, 0.0])   # depth 1: token 2, margin 5
+    row0 = torch.tensor([0.0, 0.0, 0.0, 2.0, 0.0, 0.0])    # depth 2: token 3, margin 2
+    row1 = torch.tensor([0.0, 0.0, 0.0, 0.0, 1.0001, 1.0])  # depth 3: 4 and 5 near-tied
+    rows, inputs = [row0[None], row1[None]], [torch.tensor([2]), torch.tensor([3])]
+    assert draft_choice_gap(step0, rows, 1, 4) < 1e-3  # every cut: the depth-3 near-tie
+    # rejected at depth 2 (the target wants 1, not 3): depth 3 decides nothing; the gap is
+    # how far 1 was from being the draft's choice at depth 2
+    assert accept_decision_gap(step0, rows, inputs, 1, 4, [2, 1]) == pytest.approx(2.0)
+    # accepted through depth 3: its near-tie decided the accept length
+    assert accept_decision_gap(step0, rows, inputs, 1, 4, [2, 3, 4, 0]) < 1e-3
+    assert accept_decision_gap(step0, rows, [torch.tensor([2]), torch.tensor([5])], 1, 4,
+                               [2, 1]) is None
+    # topk 2: tokens 4 and 3 near-tied for branch 0's second child, off the accepted path
+    # (0 then 2); the closest cut on it is organize's: (0, 2) against the 4th best node
+    step0 = torch.tensor([5.0, 4.0, 0.0, 0.0, 0.0, 0.0])
+    tree = torch.stack([torch.tensor([0.0, 0.0, 3.0, 1.0, 1.00001, 0.0]),
+                        torch.tensor([0.0, 0.0, 0.0, 0.0, 0.0, 3.0])])
+    assert draft_choice_gap(step0, [tree], 2, 4) < 1e-4
+    lp0, lpa = torch.log_softmax(step0.double(), -1), torch.log_softmax(tree.double(), -1)
+    fourth = sorted([lp0[0], lp0[1], lp0[0] + lpa[0, 2], lp0[0] + lpa[0, 4],
+                     lp0[1] + lpa[1, 5], lp0[1] + lpa[1, 0]], reverse=True)[3]
+    want = float(lp0[0] + lpa[0, 2] - fourth) / 2
+    got = accept_decision_gap(step0, [tree], [torch.tensor([0, 1])], 2, 4, [0, 2, 1])
+    assert got == pytest.approx(want) and want > 0.4

@@ -21,6 +21,7 @@ import torch
 from hypothesis import strategies as st
 
 from harness.adapters.protocol import Completion, Observable, Request, Round, Spec
+from harness.laws.liveness import Progress
 from harness.references.dense import reference_prefill
 from specdec import Engine, SpecConfig
 from specdec.config import max_draft_tokens
@@ -141,11 +142,12 @@ class SpecdecAdapter:
         recorder = RoundsOnly(eng) if spec is not None else None
         eng.recorder = recorder
         try:
-            rids = [eng.add_request(list(r.prompt), r.max_new_tokens, SamplingParams(
+            progress = Progress(eng)  # a stalled engine fails (law liveness), never hangs
+            rids = [progress.add(eng.add_request(list(r.prompt), r.max_new_tokens, SamplingParams(
                 r.temperature, r.top_k if r.temperature else 0,
-                r.top_p if r.temperature else 1.0, r.seed, r.stop_token_ids)) for r in requests]
-            while eng.has_unfinished():
-                eng.step()
+                r.top_p if r.temperature else 1.0, r.seed, r.stop_token_ids)))
+                for r in requests]
+            progress.run_to_end()
             outs = [eng.output(rid) for rid in rids]
         finally:
             eng.recorder = None

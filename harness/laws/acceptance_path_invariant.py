@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 
 from harness.laws.common import OracleFailure
-from harness.references.acceptance_ties import draft_choice_gap, target_path_gap
+from harness.laws.liveness import Progress
+from harness.references.acceptance_ties import (accept_decision_gap, draft_choice_gap,
+                                                 target_path_gap)
 from harness.references.dense import top2_margins
 from harness.references.ties import TIE_EPS
 from harness.strategies.configs import RunConfig, run_configs
@@ -78,12 +80,12 @@ def _serve_b(a_cfg: RunConfig, eng, batch: str) -> list:
               for k, i in enumerate(order)}
     outs = {}
     for group in ([[i] for i in order] if batch == "alone" else [order]):
-        rids, step = {}, 0
+        rids, step, progress = {}, 0, Progress(eng)
         while len(rids) < len(group) or eng.has_unfinished():
             for i in group:
                 if i not in rids.values() and arrive[i] <= step:
-                    rids[eng.add_request(prompts[i], counts[i], params[i])] = i
-            eng.step()
+                    rids[progress.add(eng.add_request(prompts[i], counts[i], params[i]))] = i
+            progress.step()
             step += 1
         outs.update({i: eng.output(r) for r, i in rids.items()})
     return [outs[i] for i in range(n)]
@@ -101,18 +103,24 @@ def _rounds_by_rid(trace) -> dict[int, list[tuple]]:
     return out
 
 
-def _round_tie_gap(trace, k: int, b: int, cfg: RunConfig, accept_len: int) -> float:
-    """Smallest gap of any choice that set request b's accept length in round k of `trace`."""
+def _round_tie_gap(trace, k: int, b: int, cfg: RunConfig, committed: list[int]) -> float:
+    """Smallest gap of any choice that set request b's accept length in round k of `trace`
+    (`committed`: the tokens that round committed on this path, the bonus last): the cuts
+    along the target's greedy continuation (accept_decision_gap), or every cut of the
+    round's tree where the re-derivation cannot follow the recorded one."""
     rnd = trace.rounds[k]
     history = list(trace.prefill) + [f for r in trace.rounds[:k] for f in r.forwards]
     row = int(rnd.req_pool_indices[b])
     step0 = next(f.logits[list(f.req_pool_indices.tolist()).index(row)] for f in reversed(history)
                  if f.mode == "draft_extend" and row in f.req_pool_indices.tolist())
-    decode = [f.logits[b * cfg.topk:(b + 1) * cfg.topk] for f in rnd.forwards
-              if f.mode == "draft_decode"]
-    path = [int(n) for n in rnd.accept_index[b, :accept_len].tolist()]  # flat b*ndt + node
-    return min(draft_choice_gap(step0, decode, cfg.topk, cfg.ndt),
-               target_path_gap(rnd.verify_logits, path))
+    forwards = [f for f in rnd.forwards if f.mode == "draft_decode"]
+    decode = [f.logits[b * cfg.topk:(b + 1) * cfg.topk] for f in forwards]
+    inputs = [f.input_ids[b * cfg.topk:(b + 1) * cfg.topk] for f in forwards]
+    path = [int(n) for n in rnd.accept_index[b, :len(committed)].tolist()]  # flat b*ndt + node
+    draft = accept_decision_gap(step0, decode, inputs, cfg.topk, cfg.ndt, committed)
+    if draft is None:
+        draft = draft_choice_gap(step0, decode, cfg.topk, cfg.ndt)
+    return min(draft, target_path_gap(rnd.verify_logits, path))
 
 
 def check_same_acceptance(cfg: RunConfig, eng_a, outs_a, outs_b, what: str) -> int:
@@ -133,7 +141,8 @@ def check_same_acceptance(cfg: RunConfig, eng_a, outs_a, outs_b, what: str) -> i
         for k, (la, lb) in enumerate(zip(a.accept_lens, b.accept_lens)):
             end_a, end_b = done + la, done + lb
             if la != lb or a.tokens[done:end_a] != b.tokens[done:end_b]:
-                gap = _round_tie_gap(eng_a.recorder, *rounds[a.rid][k], cfg, la)
+                gap = _round_tie_gap(eng_a.recorder, *rounds[a.rid][k], cfg,
+                                     a.tokens[done:end_a])
                 if gap < eps:
                     ties += 1
                     break
@@ -157,8 +166,11 @@ def prop_acceptance_path_invariant(cfg: PathPair, device: str | None = None) -> 
     requests with graphs on or off, overlap or sync, the prefix cache on or off, another page
     size, another batch: reversed, half of it joining later, each request alone; tensor
     parallel where drawn). Tie-aware: a request's comparison ends at the first round whose
-    draft tree or accepted path is decided, on A, by a choice within TIE_EPS of a tie
-    (harness/references/acceptance_ties.py); a difference before it fails."""
+    accept length is decided, on A, by a choice within TIE_EPS of a tie: a cut that put a
+    node of the target's greedy continuation in the draft tree or kept the first missing one
+    out, or the target's argmax along the accepted path (accept_decision_gap in
+    harness/references/acceptance_ties.py; near-ties between candidates off that path
+    decide nothing and excuse nothing); a difference before it fails."""
     device = device or default_device()
     a_cfg = dataclasses.replace(RunConfig(**{k: v for k, v in cfg.to_dict().items()
                                              if not k.startswith("b_")}), overlap=False)

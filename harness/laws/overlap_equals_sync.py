@@ -12,6 +12,7 @@ import dataclasses
 import torch
 
 from harness.laws.common import OracleFailure
+from harness.laws.liveness import Progress
 from harness.strategies.drawn_run import build_engine, run_context, prompts_for, sampling_for
 from harness.strategies.runs import default_device, new_token_counts
 from harness.strategies.configs import RunConfig
@@ -37,12 +38,12 @@ def _drive(cfg: RunConfig, device: str, overlap: bool):
     stops = [(p[0],) if cfg.stop_at >= 0 else () for p in prompts]
     params = sampling_for(cfg, stops)
     half = (cfg.batch_size + 1) // 2
-    rids, history, step = [], {}, 0
+    rids, history, step, progress = [], {}, 0, Progress(eng)
     while step <= LATE or eng.has_unfinished():
         if step in (0, LATE):
             idx = range(half) if step == 0 else range(half, cfg.batch_size)
-            rids += [eng.add_request(prompts[i], counts[i], params[i]) for i in idx]
-        eng.step()
+            rids += [progress.add(eng.add_request(prompts[i], counts[i], params[i])) for i in idx]
+        progress.step()
         step += 1
         eng.check_accounting()
         for r in eng.scheduler.waiting:

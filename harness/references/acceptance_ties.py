@@ -49,3 +49,91 @@ def target_path_gap(verify_logits: torch.Tensor, path_nodes: list[int]) -> float
     (each node's argmax picks the next accepted child, or the bonus at the last one).
     verify_logits: [bs*ndt, V]; path_nodes: flat indices b*ndt + node (accept_index)."""
     return min(_boundary_gap(verify_logits[n].double(), 1) for n in path_nodes)
+
+
+def _inclusion(values: torch.Tensor, i: int, keep: int) -> tuple[bool, float]:
+    """Whether values[i] is among the top `keep` (torch.topk's choice, as the engine's) and
+    how far it is from the other side of that cut: above the largest value left out when
+    it is kept, below the smallest value kept when it is not."""
+    if keep >= values.numel():
+        return True, float("inf")
+    chosen = set(torch.topk(values, keep).indices.tolist())
+    ranked = torch.sort(values, descending=True).values
+    if i in chosen:
+        return True, float(values[i] - ranked[keep])
+    return False, float(ranked[keep - 1] - values[i])
+
+
+def accept_decision_gap(step0_logits: torch.Tensor, decode_rows: list[torch.Tensor],
+                        decode_inputs: list[torch.Tensor], topk: int, ndt: int,
+                        committed: list[int]) -> float | None:
+    """The smallest gap at a cut that decides this round's accept length, or None when the
+    recorded branches disagree with the re-derivation (the caller then takes
+    draft_choice_gap, which looks at every cut).
+
+    The accept length depends on the draft tree only through the target's greedy
+    continuation g_1, g_2, ... (the round's committed tokens: its accepted drafts, then the
+    bonus): it is 1 + the number of leading g_j whose path g_1..g_j is a node of the tree.
+    So only the cuts that put those nodes in (or kept the first missing one out) matter:
+    for a node, its token's place in its parent's per-row top-k, its parent's place among
+    the branches carried to the next depth, and its cumulative score's place among the
+    tree's top ndt-1. A kept node's gap is its margin above each cut; the first missing
+    node's is the largest margin of the cuts it failed (another path must flip all of
+    them; a cut past one whose branch was never expanded cannot be re-derived and counts
+    as a tie). A near-tie elsewhere, between candidates off that path, moves no accept
+    length and excuses nothing. Score gaps are divided by depth, as in draft_choice_gap.
+    step0_logits: [V]; decode_rows[i]: [topk, V], draft forward i's rows of this request;
+    decode_inputs[i]: [topk], that forward's input tokens (the branches it expanded)."""
+    lp0 = torch.log_softmax(step0_logits.double(), -1)
+    top0 = torch.topk(lp0, topk)
+    carried = [((int(t),), float(v)) for v, t in zip(top0.values, top0.indices)]
+    nodes = list(carried)                    # (path, cumulative log-score), engine order
+    depth_of = [1] * len(carried)
+    rows = {(): lp0}                         # path -> the log-softmax row that expands it
+    carry_cut = {}                           # path -> (carried?, margin) at its depth (>= 2)
+    for i, logits in enumerate(decode_rows):
+        if [p[-1] for p, _ in carried] != [int(t) for t in decode_inputs[i].tolist()]:
+            return None
+        lp = torch.log_softmax(logits.double(), -1)
+        children = []
+        for c, (path, score) in enumerate(carried):
+            rows[path] = lp[c]
+            tv = torch.topk(lp[c], topk)
+            children += [(path + (int(t),), score + float(v))
+                         for v, t in zip(tv.values, tv.indices)]
+        scores = torch.tensor([s for _, s in children], dtype=torch.float64)
+        for j, (path, _) in enumerate(children):
+            carry_cut[path] = _inclusion(scores, j, topk)
+        nodes += children
+        depth_of += [i + 2] * len(children)
+        carried = [children[j] for j in torch.topk(scores, topk).indices.tolist()]
+    every = torch.tensor([s for _, s in nodes], dtype=torch.float64)
+    index, score_of = {path: j for j, (path, _) in enumerate(nodes)}, dict(nodes)
+    steps, accepted = len(decode_rows) + 1, len(committed) - 1
+    gaps = []
+    for j in range(1, min(accepted + 1, steps) + 1):
+        path, parent = tuple(committed[:j]), tuple(committed[:j - 1])
+        cuts = []  # (passed?, margin): the cuts that put path in the tree, in order
+        if j >= 3:  # a depth-1 parent is carried by its own row cut, checked at j - 1
+            kept, m = carry_cut.get(parent, (False, 0.0))
+            cuts.append((kept, m / (j - 1)))
+        row = rows.get(parent) if all(kept for kept, _ in cuts) else None
+        if row is not None:
+            cuts.append(_inclusion(row, committed[j - 1], topk))
+            if path in index:
+                kept, m = _inclusion(every, index[path], ndt - 1)
+            else:  # not in its row's top-k: where its score would have ranked
+                score = score_of.get(parent, 0.0) + float(row[committed[j - 1]])
+                kept, m = _inclusion(torch.cat([every, every.new_tensor([score])]),
+                                     len(nodes), ndt - 1)
+            cuts.append((kept, m / steps))  # scores of any depth up to steps meet here
+        in_tree = row is not None and all(kept for kept, _ in cuts)
+        if in_tree != (j <= accepted):
+            return None  # the re-derived tree is not the one the engine verified
+        if in_tree:
+            gaps += [m for _, m in cuts]
+            continue
+        # The first missing node: another path must flip every cut it failed.
+        failed = [m for kept, m in cuts if not kept]
+        gaps.append(max(failed) if row is not None else failed[0])
+    return min(gaps, default=float("inf"))

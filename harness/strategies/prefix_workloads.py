@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from harness.laws.liveness import Progress
 from harness.strategies.runs import greedy_baseline, new_token_counts
 
 KINDS = ("identical", "extend", "at_page", "before_page", "after_page", "continue", "continue",
@@ -98,9 +99,11 @@ def serve_waves(engine, prompts, max_new, params, waves, on_step=None) -> list:
     outs = [None] * len(prompts)
     for w in sorted(set(waves)):
         idx = [i for i, x in enumerate(waves) if x == w]
-        rids = {engine.add_request(prompts[i], max_new[i], params[i]): i for i in idx}
+        progress = Progress(engine)  # law liveness
+        rids = {progress.add(engine.add_request(prompts[i], max_new[i], params[i])): i
+                for i in idx}
         while engine.has_unfinished():
-            engine.step()
+            progress.step()
             if on_step is not None:
                 on_step(engine)
         for rid, i in rids.items():

@@ -6,6 +6,7 @@ from functools import lru_cache
 
 import torch
 
+from harness.laws.liveness import Progress
 from harness.references.dense import top2_margins
 from specdec import Engine
 
@@ -34,9 +35,10 @@ def new_token_counts(seed: int, batch_size: int, max_new_tokens: int, ragged: bo
 def serve(engine: Engine, prompts: list[list[int]], max_new: list[int], params) -> list:
     """Every request through add_request / step (continuous batching), all queued at once;
     returns their RequestOutputs (tokens and finish reason) in prompt order."""
-    rids = [engine.add_request(p, n, sp) for p, n, sp in zip(prompts, max_new, params)]
-    while engine.has_unfinished():
-        engine.step()
+    progress = Progress(engine)  # law liveness: a stall fails, named, instead of hanging
+    rids = [progress.add(engine.add_request(p, n, sp))
+            for p, n, sp in zip(prompts, max_new, params)]
+    progress.run_to_end()
     return [engine.output(r) for r in rids]
 
 

@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 
+from harness.laws.liveness import Progress
 from specdec import Engine, SpecConfig
 from specdec.validate import reserve_margin
 
@@ -128,12 +129,13 @@ def measure(pair: TrainedPair, drafter: str, topk: int, num_steps: int, ndt: int
                  max_context=context)
     late = 2 if batch == "halves" else 0
     first = (n_prompts + 1) // 2 if late else n_prompts
-    rids = [eng.add_request(p, max_new_tokens) for p in prompts[:first]]
+    progress = Progress(eng)  # law liveness
+    rids = [progress.add(eng.add_request(p, max_new_tokens)) for p in prompts[:first]]
     step = 0
     while eng.has_unfinished() or len(rids) < n_prompts:
         if step == late and len(rids) < n_prompts:
-            rids += [eng.add_request(p, max_new_tokens) for p in prompts[first:]]
-        eng.step()
+            rids += [progress.add(eng.add_request(p, max_new_tokens)) for p in prompts[first:]]
+        progress.step()
         step += 1
     outs = [eng.output(r) for r in rids]
     return Measured([a for o in outs for a in o.accept_lens], [o.tokens for o in outs])
