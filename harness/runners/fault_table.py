@@ -72,40 +72,41 @@ def _verdict(fn) -> tuple[str, object]:
         return f"crash ({type(exc).__name__})", exc
 
 
-def _floor_rows(pair, device: str, dtype: str, baselines: str, n: int, new: int,
-                plen: int, clean: dict | None = None) -> list[dict]:
-    """Per configuration x path: the floor's verdict, and (with `clean`, the same runs
-    without the fault) whether the fault changed any round's accept length there."""
-    rows = []
+def _configs(dtype: str, n: int):
+    """(drafter, topk, steps, ndt, path name, FloorConfig) of every configuration x path."""
     for drafter, topk, steps, ndt in CONFIGS:
         for path, kw in PATHS.items():
             kw = {**kw, "graph_bs": covering(n)} if kw.get("graph_bs") == "cover" else kw
-            cfg = FloorConfig(drafter, topk, steps, ndt, dtype=dtype, **kw)
-            verdict, res = _verdict(lambda: measure_against_baseline(pair, cfg, device, baselines,
-                                                                     n, new, plen))
-            row = dict(config=cfg.key, path=path, mean=None, baseline=None, bound=None,
-                       verdict=verdict, changed=None)
-            if verdict == "pass":
-                m, base, bound = res
-                row.update(mean=m.mean, baseline=base["mean"], bound=bound,
-                           verdict="pass" if m.mean >= bound else "FAIL")
-                if clean is not None:
-                    row["changed"] = m.accept_lens != clean[(cfg.key, path)]
-            rows.append(row)
+            yield drafter, topk, steps, ndt, path, FloorConfig(drafter, topk, steps, ndt,
+                                                               dtype=dtype, **kw)
+
+
+def _floor_rows(pair, device: str, dtype: str, baselines: str, n: int, new: int,
+                plen: int, clean: dict) -> list[dict]:
+    """Per configuration x path: the floor's verdict, the accept length without the fault
+    on that same path (`clean`), and whether the fault changed any round's accept length."""
+    rows = []
+    for *_, path, cfg in _configs(dtype, n):
+        verdict, res = _verdict(lambda: measure_against_baseline(pair, cfg, device, baselines,
+                                                                 n, new, plen))
+        before = clean[(cfg.key, path)]
+        row = dict(config=cfg.key, path=path, mean=None, without=sum(before) / len(before),
+                   baseline=None, bound=None, verdict=verdict, changed=None)
+        if verdict == "pass":
+            m, base, bound = res
+            row.update(mean=m.mean, baseline=base["mean"], bound=bound,
+                       verdict="pass" if m.mean >= bound else "FAIL",
+                       changed=m.accept_lens != before)
+        rows.append(row)
     return rows
 
 
 def clean_runs(pair, device: str, dtype: str, n: int, new: int, plen: int) -> dict:
     """(config key, path) -> per-round accept lengths without a fault."""
-    out = {}
-    for drafter, topk, steps, ndt in CONFIGS:
-        for path, kw in PATHS.items():
-            kw = {**kw, "graph_bs": covering(n)} if kw.get("graph_bs") == "cover" else kw
-            cfg = FloorConfig(drafter, topk, steps, ndt, dtype=dtype, **kw)
-            out[(cfg.key, path)] = measure(pair, drafter, topk, steps, ndt, n, new, device,
-                                           dtype, cfg.cuda_graph, cfg.page_size, cfg.overlap,
-                                           cfg.graph_bs, cfg.batch, plen).accept_lens
-    return out
+    return {(cfg.key, path): measure(pair, drafter, topk, steps, ndt, n, new, device, dtype,
+                                     cfg.cuda_graph, cfg.page_size, cfg.overlap, cfg.graph_bs,
+                                     cfg.batch, plen).accept_lens
+            for drafter, topk, steps, ndt, path, cfg in _configs(dtype, n)}
 
 
 def _path_rows(pair, device: str, n: int, max_new: int) -> list[dict]:
@@ -143,7 +144,7 @@ def fault_table(pair, device: str, dtype: str, n_prompts: int, max_new: int, pro
             paths = _path_rows(pair, device, min(n_prompts, PATH_PROMPTS),
                                min(max_new, PATH_TOKENS))
         measured = [r for r in floor if r["mean"] is not None]
-        worst = min(measured, key=lambda r: r["mean"] - r["baseline"], default=None)
+        worst = min(measured, key=lambda r: r["mean"] - r["without"], default=None)
         floor_v = _summary([r["verdict"] for r in floor])
         path_v = _summary([r["verdict"] for r in paths])
         caught = floor_v != "pass" or path_v != "pass"
@@ -154,9 +155,9 @@ def fault_table(pair, device: str, dtype: str, n_prompts: int, max_new: int, pro
         row = dict(fault=name, source=faults.REGISTRY[name].source, floor=floor_v,
                    paths=path_v, caught=caught, effect=effect, floor_rows=floor,
                    path_rows=paths, worst=worst and f"{worst['config']} / {worst['path']}",
-                   without=worst and worst["baseline"], with_fault=worst and worst["mean"])
+                   without=worst and worst["without"], with_fault=worst and worst["mean"])
         rows.append(row)
-        w = "-" if worst is None else f"{worst['baseline']:>7.3f} {worst['mean']:>6.3f}"
+        w = "-" if worst is None else f"{worst['without']:>7.3f} {worst['mean']:>6.3f}"
         print(f"{name:<45} {row['worst'] or '-':<38} {w} {floor_v:>6} {path_v:>6}  "
               f"{_caught(row)}", flush=True)
     print(_tally(rows))
