@@ -20,3 +20,10 @@ def test_a_fault_without_effect_is_neither_caught_nor_a_miss():
     assert line.endswith("['c']")
     # rows written before the effect column (an older JSON): every fault counts
     assert _tally([dict(fault="d", caught=False)]).startswith("\n0/1 ")
+
+
+def test_clean_runs_survive_the_file_the_fault_processes_share(tmp_path):
+    from harness.runners.fault_table import load_clean, save_clean
+    clean = {("eagle topk=1 steps=3 ndt=4", "graph"): [3, 1, 4], ("x", "page16"): []}
+    save_clean(clean, str(tmp_path / "clean.json"))
+    assert load_clean(str(tmp_path / "clean.json")) == clean

@@ -36,31 +36,29 @@ def _finding(name: str):
     return module
 
 
-@_on_verified_version("transformers_assistant_masks_pad_ids")
-@pytest.mark.xfail(strict=True, reason="bug: the assistant infers its attention mask from "
-                   "pad_token_id after generate() drops the caller's all-ones mask, so prompt "
-                   "tokens equal to the pad id vanish from the drafter's context (acceptance "
-                   "drops, outputs stay right)")
-def test_assistant_sees_prompt_tokens_equal_to_the_pad_id():
-    ok, what = _finding("transformers_assistant_masks_pad_ids").law_holds()
-    assert ok, what
+# Each finding's verdict, the strict xfail's reason (its test flips when upstream changes).
+VERDICTS = {
+    "transformers_assistant_masks_pad_ids":
+        "bug: the assistant infers its attention mask from pad_token_id after generate() drops "
+        "the caller's all-ones mask, so prompt tokens equal to the pad id vanish from the "
+        "drafter's context (acceptance drops, outputs stay right)",
+    "transformers_heuristic_schedule_persists":
+        "documented limitation: the heuristic schedule writes num_assistant_tokens back to the "
+        "assistant's generation_config, so a seeded request depends on earlier calls",
+    "transformers_prompt_ending_in_stop_id_emits_nothing":
+        "bug (fixed by 5.24): a round that drafts nothing checks the stopping criteria on the "
+        "prompt, whose last token is an eos id, sets n_matches = 0 - 1 and commits "
+        "n_matches + 1 = 0 tokens: an empty output",
+}
 
 
-@_on_verified_version("transformers_heuristic_schedule_persists")
-@pytest.mark.xfail(strict=True, reason="documented limitation: the heuristic schedule writes "
-                   "num_assistant_tokens back to the assistant's generation_config, so a "
-                   "seeded request depends on earlier calls")
-def test_heuristic_schedule_keeps_seeded_requests_reproducible():
-    ok, what = _finding("transformers_heuristic_schedule_persists").law_holds()
-    assert ok, what
-
-
-@_on_verified_version("transformers_prompt_ending_in_stop_id_emits_nothing")
-@pytest.mark.xfail(strict=True, reason="bug (fixed by 5.24): a round that drafts nothing "
-                   "checks the stopping criteria on the prompt, whose last token is an eos id, "
-                   "sets n_matches = 0 - 1 and commits n_matches + 1 = 0 tokens: an empty output")
-def test_prompt_ending_in_a_stop_id_still_gets_its_token():
-    ok, what = _finding("transformers_prompt_ending_in_stop_id_emits_nothing").law_holds()
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=[_on_verified_version(name),
+                              pytest.mark.xfail(strict=True, reason=reason)], id=name)
+    for name, reason in VERDICTS.items()])
+def test_finding_still_reproduces(name):
+    """The finding's law, on its recorded case: fails while upstream keeps the behaviour."""
+    ok, what = _finding(name).law_holds()
     assert ok, what
 
 
@@ -70,6 +68,7 @@ def test_findings_are_the_adapters_known_list():
     assert sorted(k.id for k in KNOWN) == sorted(p.stem for p in FINDINGS.glob("transformers_*.py"))
     assert all((FINDINGS.parents[1] / k.doc).exists() for k in KNOWN)
     assert all(k.versions for k in KNOWN), [k.id for k in KNOWN if not k.versions]
+    assert sorted(VERDICTS) == sorted(k.id for k in KNOWN)  # each has its regression test
 
 
 def test_the_adapter_draws_around_only_this_versions_findings():

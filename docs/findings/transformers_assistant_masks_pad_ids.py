@@ -38,13 +38,11 @@ once transformers is fixed).
 from __future__ import annotations
 
 import json
-import sys
 
+from harness.adapters import findings
 from harness.adapters.protocol import Request, Spec
 from harness.adapters.transformers_assisted import TransformersAdapter
 from harness.laws import engine_self_draft
-from harness.laws.common import OracleFailure
-from harness.strategies.engine_cases import EngineCase
 
 CASE = json.loads("""{"batch_size": 1, "engine": "transformers", "max_new_tokens": 2,
 "max_prompt_len": 8, "n": 0, "seed": 16964, "settings": {"dtype": "float32", "model_seed": 0,
@@ -64,22 +62,15 @@ def rounds(pad_token_id):
 def law_holds() -> tuple[bool, str]:
     """The law on the case it failed on, and how much acceptance a prompt with two pad ids
     loses (12 tokens, the target drafting 4 at a time for itself)."""
-    case = EngineCase.from_dict(CASE)
-    try:
-        engine_self_draft.check(TransformersAdapter.build("cpu", **case.settings), case)
-        verdict = "engine_self_draft passes on the recorded case"
-    except OracleFailure as exc:
-        verdict = str(exc)
+    failure = findings.replay(engine_self_draft, CASE)
     tokens0, rounds0 = rounds(0)
     tokens_none, rounds_none = rounds(None)
     rejected = [r for r in rounds0 if r.accepted < r.drafted]
-    what = (f"{verdict}\n  pad_token_id=0: {len(rounds0)} rounds, {len(rejected)} rejecting self-drafts; "
-            f"pad_token_id=None: {len(rounds_none)} rounds; same tokens: "
-            f"{tokens0 == tokens_none}")
-    return not rejected and verdict.startswith("engine_self_draft passes"), what
+    what = (f"{failure or 'engine_self_draft passes on the recorded case'}\n  pad_token_id=0: "
+            f"{len(rounds0)} rounds, {len(rejected)} rejecting self-drafts; pad_token_id=None: "
+            f"{len(rounds_none)} rounds; same tokens: {tokens0 == tokens_none}")
+    return not rejected and failure is None, what
 
 
 if __name__ == "__main__":
-    ok, what = law_holds()
-    print(("law holds (fixed upstream?): " if ok else "BUG reproduced: ") + what)
-    sys.exit(0 if ok else 1)
+    findings.main(law_holds)

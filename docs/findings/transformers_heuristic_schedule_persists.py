@@ -36,13 +36,11 @@ transformers ever stops persisting the value).
 from __future__ import annotations
 
 import json
-import sys
 
+from harness.adapters import findings
 from harness.adapters.protocol import Request, Spec
 from harness.adapters.transformers_assisted import TransformersAdapter
 from harness.laws import engine_seeded_determinism
-from harness.laws.common import OracleFailure
-from harness.strategies.engine_cases import EngineCase
 
 CASE = json.loads("""{"batch_size": 1, "engine": "transformers", "max_new_tokens": 16,
 "max_prompt_len": 8, "n": 0, "seed": 0, "settings": {"dtype": "float32", "model_seed": 0,
@@ -66,16 +64,8 @@ def demonstration() -> str:
 
 
 def law_holds() -> tuple[bool, str]:
-    case = EngineCase.from_dict(CASE)
-    try:
-        fresh = TransformersAdapter.build("cpu", **case.settings)  # no state from earlier calls
-        engine_seeded_determinism.check(fresh, case)
-        return True, "engine_seeded_determinism passes on the recorded case; " + demonstration()
-    except OracleFailure as exc:
-        return False, f"{exc}\n  {demonstration()}"
+    return findings.law_holds(engine_seeded_determinism, CASE, demonstration())
 
 
 if __name__ == "__main__":
-    ok, what = law_holds()
-    print(("law holds (behaviour changed upstream?): " if ok else "reproduced: ") + what)
-    sys.exit(0 if ok else 1)
+    findings.main(law_holds, "law holds (behaviour changed upstream?)")

@@ -43,13 +43,11 @@ versions it was reproduced on (the adapter's KNOWN entry names them).
 from __future__ import annotations
 
 import json
-import sys
 
+from harness.adapters import findings
 from harness.adapters.protocol import Request, Spec
 from harness.adapters.transformers_assisted import TransformersAdapter
 from harness.laws import engine_finish
-from harness.laws.common import OracleFailure
-from harness.strategies.engine_cases import EngineCase
 
 CASE = json.loads("""{"batch_size": 1, "engine": "transformers", "max_new_tokens": 1,
 "max_prompt_len": 1, "n": 0, "seed": 1, "settings": {"dtype": "float32", "model_seed": 0,
@@ -73,15 +71,8 @@ def demonstration() -> str:
 
 
 def law_holds() -> tuple[bool, str]:
-    case = EngineCase.from_dict(CASE)
-    try:
-        engine_finish.check(TransformersAdapter.build("cpu", **case.settings), case)
-        return True, "engine_finish passes on the recorded case; " + demonstration()
-    except OracleFailure as exc:
-        return False, f"{exc}\n  {demonstration()}"
+    return findings.law_holds(engine_finish, CASE, demonstration())
 
 
 if __name__ == "__main__":
-    ok, what = law_holds()
-    print(("law holds (fixed upstream?): " if ok else "reproduced: ") + what)
-    sys.exit(0 if ok else 1)
+    findings.main(law_holds)

@@ -51,6 +51,10 @@ def add_parser(sub) -> None:
     a.add_argument("--jobs", type=int, default=1, help="--fault-table on cuda: faults run "
                    "at once, one process each (default 1)")
     a.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
+    # --fault-table's per-fault processes share one set of clean runs: --clean-only writes
+    # it to --clean FILE, then each process reads it.
+    a.add_argument("--clean", default=None, help=argparse.SUPPRESS)
+    a.add_argument("--clean-only", action="store_true", help=argparse.SUPPRESS)
 
 
 def defaults(args, device: str) -> tuple[str, int, int, int, str]:
@@ -164,13 +168,17 @@ def _main(args, device: str, argv: list[str]) -> int:
     dtype, n_prompts, max_new, plen, grid = defaults(args, device)
     pair = trained_pair(args.fixture)
     if args.fault_table:
-        from harness.runners.fault_table import fault_table, fault_table_isolated
+        from harness.runners.fault_table import (clean_runs, fault_table, fault_table_isolated,
+                                                 load_clean, save_clean)
         names = args.faults.split(",") if args.faults else None
+        if args.clean_only:
+            save_clean(clean_runs(pair, device, dtype, n_prompts, max_new, plen), args.clean)
+            return 0
         if device.startswith("cuda") and not args.in_process:
             rows = fault_table_isolated(names, argv, args.jobs)
         else:
             rows = fault_table(pair, device, dtype, n_prompts, max_new, plen, names,
-                               args.baselines)
+                               args.baselines, load_clean(args.clean) if args.clean else None)
         from specdec.bench.results import write
         write(args.out or f"bench/results/acceptance-faults-{device_key(device, dtype)}.json",
               device, rows, None, {"dtype": dtype, "prompts": n_prompts,

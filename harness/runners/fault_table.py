@@ -109,6 +109,16 @@ def clean_runs(pair, device: str, dtype: str, n: int, new: int, plen: int) -> di
             for drafter, topk, steps, ndt, path, cfg in _configs(dtype, n)}
 
 
+def save_clean(clean: dict, path: str) -> None:
+    with open(path, "w") as f:
+        json.dump([[key, p, lens] for (key, p), lens in clean.items()], f)
+
+
+def load_clean(path: str) -> dict:
+    with open(path) as f:
+        return {(key, p): lens for key, p, lens in json.load(f)}
+
+
 def _path_rows(pair, device: str, n: int, max_new: int) -> list[dict]:
     rows = []
     for drafter, topk, steps, ndt in CONFIGS:
@@ -123,14 +133,17 @@ def _path_rows(pair, device: str, n: int, max_new: int) -> list[dict]:
 
 
 def fault_table(pair, device: str, dtype: str, n_prompts: int, max_new: int, prompt_len: int,
-                names: list[str] | None = None, baselines: str = BASELINES) -> list[dict]:
+                names: list[str] | None = None, baselines: str = BASELINES,
+                clean: dict | None = None) -> list[dict]:
     """One row per fault: the largest drop of accept length it causes (configuration and
-    path), and whether the acceptance laws alone catch it."""
+    path), and whether the acceptance laws alone catch it. `clean`: clean_runs' result for
+    the same arguments, if already measured."""
     names = list(names or DRAFT_FAULTS)
     unknown = [n for n in names if n not in faults.REGISTRY]
     if unknown:
         raise ValueError(f"unknown fault(s) {unknown}; draft-side faults: {list(DRAFT_FAULTS)}")
-    clean = clean_runs(pair, device, dtype, n_prompts, max_new, prompt_len)
+    if clean is None:
+        clean = clean_runs(pair, device, dtype, n_prompts, max_new, prompt_len)
     eager = {k: sum(v) / len(v) for (k, path), v in clean.items() if path == "eager"}
     print(f"accept length without a fault (eager, {n_prompts} prompts x {max_new} tokens): "
           + ", ".join(f"{k}: {v:.3f}" for k, v in eager.items()))
@@ -204,22 +217,26 @@ def fault_table_isolated(names: list[str] | None, argv: list[str], jobs: int = 1
         if skip:
             skip = False
             continue
-        if a in ("--faults", "--out", "--jobs"):
+        if a in ("--faults", "--out", "--jobs", "--clean"):
             skip = True
             continue
-        if a == "--fault-table" or a.startswith(("--faults=", "--out=", "--jobs=")) \
-                or a == "acceptance":
+        if a in ("--fault-table", "acceptance") or a.startswith(
+                ("--faults=", "--out=", "--jobs=", "--clean=")):
             continue
         rest.append(a)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        running, done = {}, {}
+        # The runs without a fault, once for all: each fault's process compares against them.
+        clean = os.path.join(tmp, "clean.json")
+        subprocess.run([sys.executable, "-m", "harness", "acceptance", "--fault-table",
+                        "--clean-only", "--clean", clean, "--in-process", *rest], check=True)
+        running = {}
         pending = list(names)
         while pending or running:
             while pending and len(running) < jobs:
                 name = pending.pop(0)
                 cmd = [sys.executable, "-m", "harness", "acceptance", "--fault-table",
-                       "--faults", name, "--in-process", "--out",
+                       "--faults", name, "--in-process", "--clean", clean, "--out",
                        os.path.join(tmp, f"{name}.json"), *rest]
                 log = open(os.path.join(tmp, f"{name}.log"), "w")
                 running[name] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT),
@@ -227,7 +244,6 @@ def fault_table_isolated(names: list[str] | None, argv: list[str], jobs: int = 1
             for name, (proc, log) in list(running.items()):
                 if proc.poll() is not None:
                     log.close()
-                    done[name] = proc.returncode
                     del running[name]
             time.sleep(0.2)
         for name in names:
