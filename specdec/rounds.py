@@ -33,6 +33,7 @@ class RoundRunner:
             group = engine.tp_group
             if group is not None:
                 r.tp_rank, r.tp_agree = group.rank, group if engine.tp_check else None
+                group.graphs.add(r.graphs.values())  # ended before the group (tp/captured.py)
             return r
 
         if engine.spec is None:

@@ -28,7 +28,8 @@ DEVICES = [pytest.param("cpu", id="gloo"),
                torch.cuda.device_count() < 2, reason="NCCL endings need 2 GPUs")])]
 
 PRELUDE = """
-import os, sys, time
+import faulthandler, os, sys, time
+faulthandler.dump_traceback_later(25)  # before EXIT_BOUND_S: a hang prints its stacks
 from specdec import Engine, SpecConfig, faults
 from specdec.tp.group import TPWorkerError
 from specdec.tp.replicate import TPDivergence
@@ -50,17 +51,18 @@ def say(*words):
 ENDINGS = {
     # One process, four endings of an engine on the same workers: dropped without close()
     # (garbage), a context manager, close(), and one left open at interpreter exit (the
-    # atexit teardown). The process must then exit.
+    # atexit teardown). The process must then exit. The last two captured graphs, which
+    # hold NCCL collectives: they must go before the communicators (specdec/tp/captured.py).
     "dropped_with_close_open_at_exit": """
     dropped = build()
     dropped.generate([[1, 2, 3]], 4)
     del dropped
     with build() as again:
         again.generate([[1, 2, 3]], 4)
-    closed = build()
+    closed = build(cuda_graph=True, cuda_graph_bs=[1, 2])
     closed.generate([[1, 2, 3]], 4)
     closed.close()
-    left_open = build()
+    left_open = build(cuda_graph=True, cuda_graph_bs=[1, 2])
     say("tokens", left_open.generate([[1, 2, 3]], 4))
     """,
     # A fault makes the ranks diverge (one pads and replays, the other runs eager).
@@ -150,7 +152,7 @@ def _finish(proc: subprocess.Popen, t0: float) -> tuple[str, str, float]:
     except subprocess.TimeoutExpired:
         proc.kill()
         out, err = proc.communicate()
-        pytest.fail(f"still running after {EXIT_BOUND_S} s:\n{out[-2000:]}\n{err[-3000:]}")
+        pytest.fail(f"still running after {EXIT_BOUND_S} s:\n{out[-2000:]}\n{err[-12000:]}")
     return out, err, time.monotonic() - t0
 
 

@@ -77,11 +77,11 @@ def _check_shards(single, shards: list, dtype) -> None:
 def prop_tp_equals_single(cfg: RunConfig, device: str | None = None) -> None:
     """An engine sharded over cfg.tp_size ranks equals the same configuration on one rank:
     (1) every request's tokens are identical to tp 1's (greedy: up to a tie of the tp-1 run's
-    logits, oracle 6; sampled, same seeds: identical); (2) every rank's target and draft KV
-    shard of every finished request equals, within dtype tolerance, the matching KV heads
-    (rank r: heads r*Hkv/N ..) of a dense reference prefill of its committed tokens; (3) the
-    accounting is leak-free and identical on every rank (allocator owners, free list,
-    req_to_token)."""
+    logits, oracle 6; sampled, same seeds: identical, in float32, see tp_configs); (2) every
+    rank's target and draft KV shard of every finished request equals, within dtype
+    tolerance, the matching KV heads (rank r: heads r*Hkv/N ..) of a dense reference prefill
+    of its committed tokens; (3) the accounting is leak-free and identical on every rank
+    (allocator owners, free list, req_to_token)."""
     from harness.strategies.drawn_run import build_engine, prompts_for, run
     device = device or default_device()
     if device.startswith("cuda") and torch.cuda.device_count() < cfg.tp_size:

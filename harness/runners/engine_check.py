@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from harness.adapters.registry import default_adapter
 from harness.strategies.engine_cases import include_known
-from harness.runners.engine_suite import (ENGINE_LAWS, WHITE_BOX, not_applicable,
+from harness.runners.engine_suite import (ENGINE_LAWS, WHITE_BOX, not_applicable, phases,
                                           repro_command, run_case)
 
 CHUNK = 2  # examples per Hypothesis run; the budget is checked between runs
@@ -35,7 +35,8 @@ def _chunk(rep: LawReport, engine: str, device: str, chunk_seed: int, profile) -
 
     @seed(chunk_seed)
     @settings(profile, max_examples=CHUNK, database=None, deadline=None, print_blob=False,
-              report_multiple_bugs=False, phases=[Phase.generate, Phase.shrink],
+              report_multiple_bugs=False,
+              phases=[p for p in phases(rep.name) if p in (Phase.generate, Phase.shrink)],
               suppress_health_check=list(HealthCheck))
     @given(case=law.cases(engine, device))
     def run(case):

@@ -68,20 +68,32 @@ def tier_of(device: str) -> str:
     return "gpu" if device.startswith("cuda") else "cpu"
 
 
+def _knobs(sampled: bool, settings: dict, cuts_in_float32: bool):
+    """(temperature, top_k, top_p). With `cuts_in_float32`, settings in a reduced-precision
+    dtype draw no top-k / top-p cut (see engine_sampled_distribution)."""
+    if not sampled:
+        return st.just((0.0, 0, 1.0))
+    if cuts_in_float32 and settings.get("dtype", "float32") != "float32":
+        return st.tuples(st.sampled_from(TEMPERATURES), st.just(0), st.just(1.0))
+    return st.tuples(st.sampled_from(TEMPERATURES), st.sampled_from(TOP_KS),
+                     st.sampled_from(TOP_PS))
+
+
 def engine_cases(engine: str, device: str, law: str, *, spec_fixed: dict | None = None,
-                 sampled: bool = False, batched: bool = True, n: int = 0):
+                 sampled: bool = False, batched: bool = True, n: int = 0,
+                 cuts_in_float32: bool = False):
     """Cases of `law` for `engine` on `device`: settings from the adapter class's space, a
     spec from the built adapter's knob space (with `spec_fixed` fields fixed), batch sizes up
     to its max_batch (1 unless `batched`), greedy or (sampled) drawn temperature x top-k x
-    top-p; around the adapter's recorded findings unless include_known()."""
+    top-p (`cuts_in_float32`: the cuts in float32 settings only); around the adapter's
+    recorded findings unless include_known()."""
     prompt, new = SIZES[tier_of(device)]
     cls = adapter_class(engine)
 
     def with_adapter(settings: dict):
         adapter = get_adapter(engine, device, settings)
         top = adapter.max_batch if batched else 1
-        knobs = (st.tuples(st.sampled_from(TEMPERATURES), st.sampled_from(TOP_KS),
-                           st.sampled_from(TOP_PS)) if sampled else st.just((0.0, 0, 1.0)))
+        knobs = _knobs(sampled, settings, cuts_in_float32)
         cases = st.builds(
             lambda spec, knob, **kw: EngineCase(engine, settings, spec.to_dict(),
                                                 temperature=knob[0], top_k=knob[1],

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import multiprocessing.spawn
 import os
 import socket
 import sys
@@ -27,6 +28,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from specdec.tp import process_groups as pg
+from specdec.tp.captured import CapturedGraphs
 from specdec.tp.comm import TPComm
 from specdec.tp.gpu_lock import GPULocks
 from specdec.tp.worker import serve, start_daemons
@@ -61,6 +63,16 @@ def check_tp_args(tp_size, device: str) -> None:
                          "'cuda' (NCCL)")
 
 
+def _not_importing_main() -> None:
+    """A spawned worker re-importing an unguarded main script fails here at once, with
+    multiprocessing's own 'bootstrapping phase' error (which rank 0 names, with the fix),
+    before it waits on anything its parent holds: the GPU locks (gpu_lock.py) made it wait
+    for its parent, and its parent for it, until the store's time-out."""
+    check = getattr(multiprocessing.spawn, "_check_not_importing_main", None)
+    if check is not None:
+        check()
+
+
 def _torchrun_world() -> int | None:
     return int(os.environ["WORLD_SIZE"]) if "RANK" in os.environ and "WORLD_SIZE" in os.environ \
         else None
@@ -85,6 +97,7 @@ class TPGroup:
         self.reported = False  # `failed` was raised to the caller
         self._stop_watch = threading.Event()
         self.locks = GPULocks([])  # rank 0 of a spawned CUDA group: its GPUs (gpu_lock.py)
+        self.graphs = CapturedGraphs()  # graphs holding this group's collectives (captured.py)
         if workers is not None:
             threading.Thread(target=self._watch, daemon=True, name="specdec-tp-watch").start()
 
@@ -135,11 +148,12 @@ class TPGroup:
         local = int(os.environ.get("LOCAL_RANK", rank)) if device_type == "cuda" else None
         if local is not None:
             torch.cuda.set_device(local)
-        return cls(rank, world, device_type, pg.init_groups(rank, world, device_type, None),
-                   cuda_index=local)
+        return cls(rank, world, device_type,
+                   pg.init_groups(rank, world, device_type, None, local), cuda_index=local)
 
     @classmethod
     def _spawn(cls, world: int, device_type: str) -> "TPGroup":
+        _not_importing_main()
         # Rank r runs on GPU (current + r) mod count: rank 0 stays where it is (an xdist
         # worker's pin): no tensor of its moves.
         base = torch.cuda.current_device() if device_type == "cuda" else None
@@ -152,7 +166,7 @@ class TPGroup:
                               (world, device_type, port, os.getpid(), torch.get_num_threads(),
                                base))
             control = workers.while_starting(
-                lambda: pg.init_groups(0, world, device_type, port), pg.TIMEOUT_S)
+                lambda: pg.init_groups(0, world, device_type, port, base), pg.TIMEOUT_S)
             group = cls(0, world, device_type, control, workers, cuda_index=base)
         except BaseException:
             locks.release()
@@ -172,6 +186,7 @@ class TPGroup:
             if err is not None and not self._stop_watch.is_set():  # set: an ordered exit
                 self.failed, self.alive = err, False
                 if self.device_type == "cuda":
+                    self.graphs.keep()
                     pg.abort_groups()
                 return
 
@@ -214,6 +229,14 @@ class TPGroup:
         self.in_use = False
         self.locks.release()
 
+    def end_graphs(self, healthy: bool) -> None:
+        """Before the groups end: their captured graphs destroyed (healthy) or kept for good."""
+        if healthy:  # every rank answered: no kernel of ours waits on a peer
+            gc.collect()  # dropped engines (reference cycles): their graphs go now, not later
+            self.graphs.destroy(self.cuda_index)
+        else:
+            self.graphs.keep()
+
     def shutdown(self) -> None:
         """End the group, in order, every wait bounded (see the module docstring)."""
         if self.closed:
@@ -231,6 +254,7 @@ class TPGroup:
                                  pg.END_WAIT_S)
         if not healthy and workers is not None:
             workers.end(0)  # kill first: gloo waits on them fail, nothing is left to wait for
+        self.end_graphs(healthy)
         pg.end_groups(healthy)
         if workers is not None:
             workers.end(pg.END_WAIT_S)
@@ -245,8 +269,10 @@ def _worker_main(rank: int, world: int, device_type: str, port: int, parent: int
     index = None if base is None else (base + rank) % torch.cuda.device_count()
     if index is not None:
         torch.cuda.set_device(index)
-    control = pg.init_groups(rank, world, device_type, port)
-    serve(TPGroup(rank, world, device_type, control, errors=errors, cuda_index=index))
+    control = pg.init_groups(rank, world, device_type, port, index)
+    group = TPGroup(rank, world, device_type, control, errors=errors, cuda_index=index)
+    serve(group)
+    group.end_graphs(healthy=True)
     pg.end_groups(healthy=True)
     # Leave now: nothing of a worker's needs finalizing, and interpreter teardown has aborted
     # a worker ("terminate called without an active exception": a C++ thread of torch's

@@ -18,6 +18,7 @@ import datetime
 import os
 import threading
 
+import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
@@ -25,14 +26,32 @@ TIMEOUT_S = float(os.environ.get("SPECDEC_TP_TIMEOUT", "300"))  # a collective's
 END_WAIT_S = float(os.environ.get("SPECDEC_TP_END_WAIT", "10"))  # a bounded teardown step
 
 
-def init_groups(rank: int, world: int, device_type: str, port: int | None):
+def init_groups(rank: int, world: int, device_type: str, port: int | None,
+                cuda_index: int | None = None):
     """Join the data group (tcp://127.0.0.1:port, or env:// under torchrun) and make the gloo
-    control group; returns the control group."""
+    control group; returns the control group.
+
+    On CUDA every NCCL communicator and connection is made here, while rank 0 watches its
+    workers start (workers.py), and one all-reduce proves them. Made lazily instead (torch's
+    default: at the first collective; NCCL's: a connection at its first use), their setup
+    blocks the host on the peers inside a forward, where no abort reaches it: a worker
+    stopped then held rank 0 for good (seen on 2 H200s)."""
     backend = "nccl" if device_type == "cuda" else "gloo"
     init = f"tcp://127.0.0.1:{port}" if port is not None else "env://"
+    extra = {}
+    if device_type == "cuda":
+        os.environ.setdefault("NCCL_RUNTIME_CONNECT", "0")  # every connection at init
+        extra["device_id"] = torch.device("cuda", cuda_index)  # the communicator at init
     dist.init_process_group(backend, init_method=init, rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=TIMEOUT_S))
-    return dist.new_group(backend="gloo")
+                            timeout=datetime.timedelta(seconds=TIMEOUT_S), **extra)
+    control = dist.new_group(backend="gloo")
+    if device_type == "cuda":
+        probe = torch.ones(1, device=extra["device_id"])
+        dist.all_reduce(probe)
+        torch.cuda.synchronize(cuda_index)
+        if float(probe) != world:
+            raise RuntimeError(f"NCCL all-reduce over {world} ranks gave {float(probe)}")
+    return control
 
 
 _ENDING = threading.Lock()  # the watchdog's abort and shutdown's, one at a time

@@ -1,0 +1,39 @@
+"""NCCL groups start complete (specdec/tp/process_groups.py init_groups): the communicator
+made at init, every connection with it, one all-reduce proving them, then an ordered end.
+One rank on one GPU, in a subprocess of its own (a process holds one default group), so the
+single-GPU machines run the NCCL start-up too; the 2-rank endings are tests/test_tp_exit.py."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+SCRIPT = textwrap.dedent("""
+    import os, socket, time
+    import torch
+    from specdec.tp import process_groups as pg
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.monotonic()
+    pg.init_groups(0, 1, "cuda", port, torch.cuda.current_device())
+    print("runtime connect", os.environ.get("NCCL_RUNTIME_CONNECT"))
+    print("ended", pg.end_groups(healthy=True), round(time.monotonic() - t0, 1))
+""")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="NCCL needs a GPU")
+def test_nccl_groups_start_complete_and_end():
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("NCCL_RUNTIME_CONNECT", None)
+    proc = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, text=True,
+                          capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "runtime connect 0" in proc.stdout, proc.stdout
+    assert "ended True" in proc.stdout, proc.stdout + proc.stderr[-3000:]
