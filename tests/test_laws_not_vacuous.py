@@ -62,6 +62,29 @@ def test_finish_law_rejects_uncut_outputs(monkeypatch):
     _fails("finish", prop_finish, FINISH, DEVICE)
 
 
+# -- structure under churn -------------------------------------------------------------------
+@pytest.mark.parametrize("overlap", [False, True])
+def test_churn_law_rejects_padded_rows_left_stale(monkeypatch, overlap):
+    """A batch of 4 (bucket 4), then 1 (bucket 2), then 3 (bucket 4, one padded row): a
+    high-water mark that forgets the rows the batch of 4 wrote leaves that row stale."""
+    from harness.laws.structure_under_churn import prop_structure_under_churn
+    from harness.strategies.churn import ChurnConfig
+    cfg = ChurnConfig(1, 1, 2, 1, "eagle", 4, (2, 4), (4, 1, 3), overlap, 20)
+    prop_structure_under_churn(cfg, DEVICE)
+    right = graph_runner.pad_inputs
+
+    def forgetful(specs, live, bs, size, out=None, dirty=None):
+        views = right(specs, live, bs, size, out, dirty)
+        if dirty is not None:
+            for name in specs:
+                dirty[name] = bs * specs[name].per_req  # the rows past this batch: forgotten
+        return views
+    monkeypatch.setattr(graph_runner, "pad_inputs", forgetful)
+    with pytest.raises(OracleFailure) as info:
+        prop_structure_under_churn(cfg, DEVICE)
+    assert info.value.oracle.startswith("padding"), info.value
+
+
 # -- the sampling distribution, probabilistic drafting and graphs included -------------------
 @pytest.mark.parametrize("graph", [False, True])
 def test_distribution_rejects_biased_probabilistic_rule(graph):
@@ -82,6 +105,15 @@ def test_distribution_rejects_a_wrong_temperature_rule(monkeypatch):
     right = sampler.filtered_probs
     monkeypatch.setattr(sampler, "filtered_probs",  # T applied twice: support unchanged
                         lambda x, t, *a, **k: right(x, t * t, *a, **k))
+    _fails("sampled_distribution", prop_sampled_distribution, cfg, DEVICE)
+
+
+def test_distribution_rejects_unseeded_requests_sharing_a_seed(monkeypatch):
+    """Requests naming no seed: the engine must derive a different one for each."""
+    cfg = DistConfig("eagle", "chain", "greedy", 1.0, 0, 1.0, False, 33, seeded=False)
+    prop_sampled_distribution(cfg, DEVICE)
+    monkeypatch.setattr(sampler, "request_seed",  # the engine seed alone, not the request id
+                        lambda req, engine_seed: streams.mix_seed(engine_seed, 0))
     _fails("sampled_distribution", prop_sampled_distribution, cfg, DEVICE)
 
 

@@ -17,7 +17,38 @@ from specdec.sampling_params import SamplingParams
 # max_examples, at least 20.
 TestLifecycle = LifecycleMachine.TestCase
 TestLifecycle.settings = settings(settings.default, stateful_step_count=20,
-                                  max_examples=max(20, settings.default.max_examples))
+                                  max_examples=max(40, settings.default.max_examples))
+
+
+@pytest.mark.parametrize("fault", [None, "graph_pad_stale_positions"])
+def test_structure_after_each_step_sees_stale_padded_rows(fault):
+    """The machine's per-step structure check (oracle 1) reaches padded lanes under churn: a
+    batch of 4 shrinks to 3 inside bucket 4, so the padded row is one a live request wrote.
+    Its negative control: with stale padded rows (the zoo fault), the check fails."""
+    from harness.laws.common import OracleFailure
+    from harness.laws.structure import SpecShape, check_recent_structure
+    from harness.strategies.lifecycle_config import LifecycleConfig, build_lifecycle_engine
+    from specdec import faults
+    from specdec.trace import TraceRecorder
+    cfg = LifecycleConfig(1, 3, 4, page_size=1, draft="eagle", cuda_graph=True,
+                          max_batch=4, max_prompt_len=6, max_new_tokens=8, pool_slack=300,
+                          seed=0, graph_bs=(4,))
+    eng = build_lifecycle_engine(cfg, "cpu")
+    eng.recorder = TraceRecorder(cfg.page_size, keep_kv_slots=True)
+    shape = SpecShape(1, 3, 4, cfg.page_size, eng.drafter.shifted)
+    for i, new in enumerate((2, 8, 8, 8)):  # the first finishes after its first round
+        eng.add_request([1 + i, 2, 3], new)
+    with faults.active(*([fault] if fault else [])):
+        n = 0
+        try:
+            while eng.has_unfinished():
+                eng.step()
+                n = check_recent_structure(eng.recorder, shape, n)
+        except OracleFailure as exc:
+            assert fault is not None, exc
+            assert exc.oracle.startswith("padding"), exc
+            return
+    assert fault is None, "stale padded rows went unseen"
 
 
 def test_mixed_run_small():

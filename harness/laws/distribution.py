@@ -82,12 +82,14 @@ def exact_pair_probs(model, prompt: list[int], n: int, temperature: float, top_k
 
 
 def sample_pairs(engine, prompt: list[int], n: int, temperature: float, top_k: int = 0,
-                 top_p: float = 1.0, seed: int = 0) -> list[tuple[int, int]]:
-    """N seeded runs, batched max_batch at a time (a seed's tokens do not depend on the batch)."""
+                 top_p: float = 1.0, seed: int | None = 0) -> list[tuple[int, int]]:
+    """N seeded runs, batched max_batch at a time (a seed's tokens do not depend on the batch);
+    seed None: no request names a seed, the engine derives each one's."""
     pairs = []
     for start in range(0, n, engine.max_batch):
         m = min(engine.max_batch, n - start)
-        params = [SamplingParams(temperature, top_k, top_p, seed + start + i) for i in range(m)]
+        params = [SamplingParams(temperature, top_k, top_p,
+                                 None if seed is None else seed + start + i) for i in range(m)]
         outs = engine.generate([list(prompt)] * m, max_new_tokens=2, sampling=params)
         pairs += [(o[0], o[1]) for o in outs]
     return pairs
@@ -173,7 +175,7 @@ def check_pairs(pairs: list[tuple[int, int]], exact: dict[int, np.ndarray], alph
 
 
 def check_sampled_distribution(engine, prompt: list[int], n: int, temperature: float,
-                               top_k: int = 0, top_p: float = 1.0, seed: int = 0,
+                               top_k: int = 0, top_p: float = 1.0, seed: int | None = 0,
                                alpha: float = 1e-4) -> dict:
     """The oracle: sample N pairs from `engine`, compare with the dense reference's law."""
     exact = exact_pair_probs(engine.target, prompt, n, temperature, top_k, top_p, engine.device)
@@ -199,6 +201,7 @@ class DistConfig:
     cuda_graph: bool
     seed: int
     n: int = 400
+    seeded: bool = True  # False: the requests name no seed; the engine derives them
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -210,7 +213,7 @@ def distribution_configs(graphs=(False, True)):
                      st.sampled_from(tuple(SHAPES)), st.sampled_from(("greedy", "probabilistic")),
                      st.sampled_from(TEMPERATURES), st.sampled_from(TOP_KS),
                      st.sampled_from(TOP_PS), st.sampled_from(graphs),
-                     st.integers(0, 2**31 - 1), st.just(n))
+                     st.integers(0, 2**31 - 1), st.just(n), st.booleans())
 
 
 def dist_engine(cfg: DistConfig, device: str) -> Engine:
@@ -223,11 +226,13 @@ def dist_engine(cfg: DistConfig, device: str) -> Engine:
 
 def prop_sampled_distribution(cfg: DistConfig, device: str | None = None) -> dict:
     """Sampled speculative decoding is lossless in distribution: the first two tokens of N
-    seeded runs of one prompt follow p(t1) p(t2 | t1) of the dense reference's filtered
-    target distribution (chi-square, alpha 1e-4), and no pair of probability 0 is drawn,
-    in every drawn cell of the matrix."""
+    runs of one prompt follow p(t1) p(t2 | t1) of the dense reference's filtered target
+    distribution (chi-square, alpha 1e-4), and no pair of probability 0 is drawn, in every
+    drawn cell of the matrix; whether each request names its seed or the engine derives
+    them (N requests with no seed are N independent draws, not one draw N times)."""
     device = device or default_device()
     rng = random.Random(cfg.seed)
     prompt = [rng.randrange(320) for _ in range(rng.randint(3, 8))]
     return check_sampled_distribution(dist_engine(cfg, device), prompt, cfg.n, cfg.temperature,
-                                      cfg.top_k, cfg.top_p, seed=cfg.seed, alpha=ALPHA)
+                                      cfg.top_k, cfg.top_p,
+                                      seed=cfg.seed if cfg.seeded else None, alpha=ALPHA)

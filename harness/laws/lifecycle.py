@@ -7,9 +7,13 @@ next to a page boundary, extended) and flush the tree while requests run; the sm
 the tree evict. The pool is drawn small
 (harness/strategies/lifecycle_config.py) so retraction and re-prefill happen in ordinary runs.
 Checked after every rule: allocator accounting. After every step: the committed KV of the
-running requests equals a dense reference prefill (oracle 3), and every finished request's
+running requests equals a dense reference prefill (oracle 3), every round and forward of
+the step has the structure oracle 1 wants (positions, slots, tree, acceptance, compaction,
+padded lanes on reserved slot 0: harness/laws/structure.py), and every finished request's
 output equals its independent greedy output (plain decoding, alone; ties as oracle 6), cut
-at its stop token. The engine runs with CUDA graphs (or the CPU stand-in) or eagerly, as
+at its stop token. Churn is what the structure law's own runs lack: batches shrink (finish,
+abort, retraction) and grow again (admission) across coarse graph buckets, so a padded lane
+replays over rows an earlier, larger batch wrote. The engine runs with CUDA graphs (or the CPU stand-in) or eagerly, as
 drawn, so a graph/eager mismatch shows up as a wrong output. Teardown drains the engine so
 every request added is checked.
 
@@ -23,12 +27,14 @@ from hypothesis import event, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from harness.laws.kv_content import check_live_kv
+from harness.laws.structure import SpecShape, check_recent_structure
 from harness.strategies.lifecycle_config import (Expected, LifecycleConfig, build_lifecycle_engine,
                                       expected, lifecycle_configs, reference_output)
 from harness.laws.common import OracleFailure
 from harness.strategies.runs import default_device
 from specdec.memory.allocator import OutOfSlots
 from specdec.sampling_params import SamplingParams
+from specdec.trace import TraceRecorder
 
 DRAIN_LIMIT = 400  # steps; a live request that never finishes is a failure (a stuck scheduler)
 
@@ -47,6 +53,11 @@ class LifecycleMachine(RuleBasedStateMachine):
     def build(self, cfg: LifecycleConfig) -> None:
         self.cfg = cfg
         self.engine = build_lifecycle_engine(cfg, self.device)
+        self.engine.recorder = TraceRecorder(cfg.page_size, keep_kv_slots=True)
+        spec = cfg.spec
+        self.shape = SpecShape(spec.topk, spec.num_steps, spec.ndt, cfg.page_size,
+                               self.engine.drafter.shifted)
+        self.rounds_checked = 0
 
     # -- rules --------------------------------------------------------------------------
     @rule(data=st.data())
@@ -184,6 +195,14 @@ class LifecycleMachine(RuleBasedStateMachine):
         if any(r.cached_len for r in e.scheduler.running):
             event("prefix hit")
         check_live_kv(e, e.scheduler.running)
+        self._check_structure()
+
+    def _check_structure(self) -> None:
+        padded = sum(any(f.num_padded for f in rnd.forwards) for rnd in self.engine.recorder.rounds)
+        self.rounds_checked = check_recent_structure(self.engine.recorder, self.shape,
+                                                     self.rounds_checked)
+        if padded:
+            event("padded replay")
 
     def _refused(self, call, exc, match: str) -> None:
         before = (len(self.engine.scheduler.waiting), self.engine.memory.allocator.num_free)

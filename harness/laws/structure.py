@@ -165,6 +165,19 @@ def check_structure(trace, s: SpecShape) -> int:
     return len(trace.rounds)
 
 
+def check_recent_structure(rec, shape: SpecShape, first: int = 0) -> int:
+    """Between steps of a longer run: oracle 1 over the rounds and forwards the recorder `rec`
+    holds (numbered from `first`), which it then drops (a round's later forwards, a prefill
+    admitted after it, go unchecked). Returns the next round's number."""
+    check_metadata_covers_batch(rec)
+    for n, rnd in enumerate(rec.rounds, start=first):
+        check_round_structure(rnd, n, shape)
+    first += len(rec.rounds)
+    for kept in (rec.rounds, rec.prefill, rec.finished, rec.resolved):
+        kept.clear()
+    return first
+
+
 def check_metadata_covers_batch(trace) -> int:
     """Section 8: every forward's attention metadata describes the batch exactly as it ran
     (after padding): one write slot per input row. Returns the number of forwards checked."""

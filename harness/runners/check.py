@@ -39,7 +39,7 @@ def _run_chunk(name: str, report: PropertyReport, chunk_seed: int, device: str,
     @seed(chunk_seed)
     @settings(profile, max_examples=CHUNK, database=None, deadline=None, print_blob=False,
               report_multiple_bugs=False,
-              phases=[Phase.generate, Phase.shrink],
+              phases=[p for p in law.phases if p in (Phase.generate, Phase.shrink)],
               suppress_health_check=list(HealthCheck))
     @given(cfg=law.strategy(device.startswith("cuda"), {}))
     def run(cfg):

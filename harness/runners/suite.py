@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
-from hypothesis import example, given, settings
+from hypothesis import Phase, example, given, settings
 
 from harness.laws.acceptance_floor import FloorConfig, floor_configs, prop_acceptance_floor
 from harness.laws.acceptance_path_invariant import (PathPair, path_pairs,
@@ -34,6 +34,8 @@ from harness.laws.sampling_edges import EXAMPLES as EDGE_EXAMPLES
 from harness.laws.sampling_edges import SamplingEdgesCase, prop_sampling_edges, sampling_edges_cases
 from harness.laws.self_draft import prop_self_draft
 from harness.laws.structure import prop_structure
+from harness.laws.structure_under_churn import prop_structure_under_churn
+from harness.strategies.churn import ChurnConfig, churn_configs
 from harness.strategies.configs import RunConfig, long_context_configs, run_configs, tp_configs
 from harness.laws.tp_equals_single import prop_tp_equals_single
 from harness.runners.cases import load_cases
@@ -128,10 +130,21 @@ class Law:
     strategy: Callable  # (on_gpu, fixed axes) -> a Hypothesis strategy of configurations
     config: type = RunConfig
     examples: tuple = ()  # explicit examples of its own (kernel laws), besides the cases'
+    # False: a failing example is reported as drawn. Shrinking reruns it hundreds of times,
+    # and where each run builds and captures an engine that outlasts pytest's time-out.
+    shrink: bool = True
+
+    @property
+    def phases(self) -> list[Phase]:
+        return [Phase.explicit, Phase.reuse, Phase.generate] + ([Phase.shrink] if self.shrink
+                                                                else [])
 
 
 LAWS: dict[str, Law] = {
     "structure": Law(prop_structure, _runs(prefix=(False, True))),
+    "structure_under_churn": Law(prop_structure_under_churn,
+                                 lambda on_gpu, fixed: churn_configs(), ChurnConfig,
+                                 shrink=False),
     "kv_content": Law(prop_kv_content, _runs(sampled=True, prefix=(False, True))),
     "eager_vs_graph": Law(prop_eager_vs_graph, _runs(sampled=True, prefix=(False, True))),
     "lossless_greedy": Law(prop_lossless_greedy, _runs(prefix=(False, True))),
@@ -194,12 +207,13 @@ class Entry:
             law = example(cfg=ex)(law)
         base = profile or settings.default
         n = max(2, base.max_examples // self.fraction)
-        return settings(base, max_examples=n)(law)
+        return settings(base, max_examples=n, phases=LAWS[self.prop].phases)(law)
 
 
 def suite() -> list[Entry]:
     out = [Entry("structure", (("page_size", p), ("cuda_graph", g)))
            for p in (1, 4, 64) for g in (False, True)]
+    out += [Entry("structure_under_churn")]
     out += [Entry("kv_content", (("draft", d), ("cuda_graph", g)))
             for d in ("eagle", "self", "perturbed") for g in (False, True)]
     out += [Entry("eager_vs_graph", (("page_size", p), ("cuda_graph", True)), 3) for p in (1, 16)]

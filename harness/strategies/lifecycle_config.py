@@ -63,22 +63,26 @@ def small_spec_shapes(max_topk: int = 3, max_steps: int = 4, max_ndt: int = 8):
 
 
 def lifecycle_configs(page_sizes=(1, 2, 4, 16), max_prompt_len: int = 12, max_new_tokens: int = 16):
-    """Small shapes (the CPU runs tens of 20-step examples); a pool of one to two largest
-    requests, so a few running requests outgrow it and retraction happens; drafts that accept
-    little, everything, or a mix (perturbed)."""
+    """Small shapes (the CPU runs tens of 20-step examples); mostly a pool of one to two
+    largest requests, so a few running requests outgrow it and retraction happens, sometimes
+    one of several; drafts that accept little, everything, or a mix (perturbed)."""
     return st.builds(
-        lambda shape, **kw: LifecycleConfig(*shape, **kw),
+        lambda shape, batch, **kw: LifecycleConfig(*shape, max_batch=batch[0],
+                                                   graph_bs=batch[1], **kw),
         small_spec_shapes(),
+        # Coarse buckets too, up to max_batch (a bucket past it is never captured): batches
+        # that shrink and grow inside one captured size replay its graph over rows an
+        # earlier, larger batch left behind.
+        st.integers(2, 5).flatmap(lambda mb: st.tuples(st.just(mb), st.sampled_from(
+            ((1, 2, 4), (mb,), (min(2, mb - 1), mb))))),
         page_size=st.sampled_from(page_sizes),
         draft=st.sampled_from(("eagle", "self", "perturbed")),
         cuda_graph=st.booleans(),
-        # Coarse buckets too: batches that shrink and grow inside one captured size replay
-        # its graph over rows an earlier, larger batch left behind.
-        graph_bs=st.sampled_from(((1, 2, 4), (4,), (2, 5))),
-        max_batch=st.integers(2, 5),
         max_prompt_len=st.integers(1, max_prompt_len),
         max_new_tokens=st.integers(4, max_new_tokens),
-        pool_slack=st.integers(0, 40),
+        # Mostly a pool of about one request (retraction); sometimes of several, so batches
+        # of three or more run, shrink and grow across the coarse buckets above.
+        pool_slack=st.integers(0, 40) | st.integers(150, 400),
         seed=st.integers(0, 2),
         overlap=st.booleans(),
         prefix_cache=st.booleans(),
