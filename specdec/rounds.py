@@ -259,7 +259,7 @@ class RoundRunner:
         branch_pos = prefix[:, None].expand(len(reqs), spec.topk).reshape(-1)
         seq_sum = sum(upper)  # sizes the tree mask; an upper bound is fine (read by offsets)
         if e.recorder is not None:
-            e.recorder.begin_round(rows, seq, e.req_to_token)
+            e.recorder.begin_round(rows, seq, e.req_to_token, [r.rid for r in reqs])
 
         # Coins of the three streams (specdec/random_streams.py): num_steps for the draft's
         # noise, one per tree node for acceptance, one for the final draw, per request.

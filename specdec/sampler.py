@@ -129,7 +129,8 @@ def draw_from(probs: torch.Tensor, coins: torch.Tensor) -> torch.Tensor:
     the last token with mass). No host sync: runs inside captured graphs (the draft's noise)."""
     cdf = probs.double().cumsum(-1)
     u = (coins.double() * cdf[:, -1])[:, None]
-    tok = torch.searchsorted(cdf, u, right=True)[:, 0]
+    strict = not faults.on("coin_le_cdf_accepts_zero_prob")  # left search: coin <= cdf
+    tok = torch.searchsorted(cdf, u, right=strict)[:, 0]
     idx = torch.arange(probs.shape[-1], device=probs.device)
     last = torch.where(probs > 0, idx, 0).amax(-1)
     return torch.where(tok < probs.shape[-1], tok, last)

@@ -59,6 +59,7 @@ class RoundRecord:
     accept_index: torch.Tensor | None = None
     accept_lens: torch.Tensor | None = None
     accepted_tokens: torch.Tensor | None = None    # [bs*(num_steps+1)], stride num_steps+1
+    rids: list[int] | None = None                  # the round's request ids, in batch order
 
 
 def row_kv_slots(md, page_size: int) -> list[list[int]]:
@@ -89,9 +90,10 @@ class TraceRecorder:
         self.resolved: list[tuple] = []  # (rid, seq_len, output length) after each resolved round
         self._current: RoundRecord | None = None
 
-    def begin_round(self, req_pool_indices, seq_lens, req_to_token) -> None:
+    def begin_round(self, req_pool_indices, seq_lens, req_to_token,
+                    rids: list[int] | None = None) -> None:
         self._current = RoundRecord(_host(req_pool_indices), _host(seq_lens),
-                                    _host(req_to_token[req_pool_indices]))
+                                    _host(req_to_token[req_pool_indices]), rids=rids)
         self.rounds.append(self._current)
 
     def on_finish(self, engine, reqs) -> None:

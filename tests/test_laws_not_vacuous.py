@@ -138,6 +138,21 @@ def test_streams_law_rejects_batch_keyed_coins(monkeypatch):
     _fails("random_streams", prop_random_streams, cfg, DEVICE)
 
 
+@pytest.mark.parametrize("ignored", ["engine seed", "request id"])
+def test_streams_law_rejects_unseeded_keys_missing_a_part(monkeypatch, ignored):
+    """A request naming no seed: its streams must be keyed by the engine seed and its id."""
+    cfg = StreamConfig(3, 2, 3, 11, n=512)
+    prop_random_streams(cfg, DEVICE)
+    right = streams.request_seed
+
+    def partial(req, engine_seed):
+        if req.sampling.seed is not None:
+            return right(req, engine_seed)
+        return streams.mix_seed(*((1, req.rid) if ignored == "engine seed" else (engine_seed, 1)))
+    monkeypatch.setattr(sampler, "request_seed", partial)
+    _fails("random_streams", prop_random_streams, cfg, DEVICE)
+
+
 # -- graph buckets: state a larger batch leaves behind ----------------------------------------
 def test_standin_keeps_what_replays_leave_in_graph_memory():
     """A buffer allocated inside capture and only partly written holds the previous replay's
@@ -263,3 +278,20 @@ def test_prefix_law_rejects_shared_pages_out_of_order(monkeypatch):
     with pytest.raises(OracleFailure) as info:
         prop_prefix_transparent(PREFIX, DEVICE)
     assert info.value.oracle in ("prefix_transparent", "kv_content"), info.value
+
+
+def test_structure_rejects_tree_nodes_in_score_order(monkeypatch):
+    """Section 5: the selected candidates keep ascending index order. In score order (the
+    top-k's own) parents still precede children, so only the layout check sees it."""
+    import specdec.spec.draft_decode_phase as ddp
+    from specdec.spec import select
+    cfg = RunConfig(4, 3, 8, 1, "eagle", 2, 8, 6, 3)
+    prop_structure(cfg, DEVICE)
+
+    def score_order(score_list, token_list, parents_list, ndt):
+        parents, _, _ = select.organize_draft_results(score_list, token_list, parents_list, ndt)
+        scores = torch.cat(score_list, dim=1).flatten(1)
+        index = torch.topk(scores, ndt - 1, dim=-1).indices
+        return parents, index, torch.gather(torch.cat(token_list, dim=1), 1, index)
+    monkeypatch.setattr(ddp, "organize_draft_results", score_order)
+    _fails("tree_order", prop_structure, cfg, DEVICE)

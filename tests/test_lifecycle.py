@@ -3,6 +3,8 @@
 committed KV and every finished output; plus a short mixed run (harness/runners/mixed_run.py)."""
 from __future__ import annotations
 
+from collections import deque
+
 import pytest
 from hypothesis import settings
 
@@ -49,6 +51,41 @@ def test_structure_after_each_step_sees_stale_padded_rows(fault):
             assert exc.oracle.startswith("padding"), exc
             return
     assert fault is None, "stale padded rows went unseen"
+
+
+class _ToTheBack(deque):
+    """A waiting queue whose appendleft appends: retracted requests go behind later arrivals."""
+
+    def appendleft(self, x) -> None:
+        self.append(x)
+
+
+@pytest.mark.parametrize("planted", [False, True])
+def test_admission_order_sees_a_retraction_sent_to_the_back(planted):
+    """The machine's order check (first come, first served): on a pool that forces
+    retraction while later requests wait, it holds after every step; its negative control:
+    with retracted requests queued at the back, it fails."""
+    from harness.laws.common import OracleFailure
+    from harness.laws.lifecycle import check_admission_order
+    from harness.strategies.lifecycle_config import LifecycleConfig, build_lifecycle_engine
+    cfg = LifecycleConfig(1, 3, 4, page_size=2, draft="eagle", cuda_graph=False,
+                          max_batch=4, max_prompt_len=6, max_new_tokens=24, pool_slack=40,
+                          seed=0)
+    eng = build_lifecycle_engine(cfg, "cpu")
+    if planted:
+        eng.scheduler.waiting = _ToTheBack()
+    for i in range(6):
+        eng.add_request([1 + i, 2, 3, 4, 5, 6], 24)
+    try:
+        while eng.has_unfinished():
+            eng.step()
+            check_admission_order(eng.scheduler)
+    except OracleFailure as exc:
+        assert planted, exc
+        assert exc.oracle == "lifecycle_order", exc
+        return
+    assert eng.scheduler.retractions > 0, "the pool never forced a retraction"
+    assert not planted, "a retraction sent to the back went unseen"
 
 
 def test_mixed_run_small():

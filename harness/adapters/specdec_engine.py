@@ -48,8 +48,8 @@ class RoundsOnly(TraceRecorder):
     def on_finish(self, engine, reqs) -> None:
         pass
 
-    def begin_round(self, req_pool_indices, seq_lens, req_to_token) -> None:
-        super().begin_round(req_pool_indices, seq_lens, req_to_token)
+    def begin_round(self, req_pool_indices, seq_lens, req_to_token, rids=None) -> None:
+        super().begin_round(req_pool_indices, seq_lens, req_to_token, rids)
         self.owners.append({r.row: r.rid for r in self.engine.scheduler.running})
 
     def rounds_of(self, rid: int, prompt_len: int, ndt: int) -> list[Round]:

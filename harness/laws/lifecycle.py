@@ -6,7 +6,10 @@ and offer bad requests that must be refused without side effects. With the prefi
 next to a page boundary, extended) and flush the tree while requests run; the small pool makes
 the tree evict. The pool is drawn small
 (harness/strategies/lifecycle_config.py) so retraction and re-prefill happen in ordinary runs.
-Checked after every rule: allocator accounting. After every step: the committed KV of the
+Checked after every rule: allocator accounting, and the scheduler's order (first come, first
+served; retraction takes the newest arrival and puts it back at the front of the queue): the
+waiting queue is in arrival order and every running request arrived before every waiting
+one, so no request is overtaken by a later one. After every step: the committed KV of the
 running requests equals a dense reference prefill (oracle 3), every round and forward of
 the step has the structure oracle 1 wants (positions, slots, tree, acceptance, compaction,
 padded lanes on reserved slot 0: harness/laws/structure.py), and every finished request's
@@ -37,6 +40,19 @@ from specdec.sampling_params import SamplingParams
 from specdec.trace import TraceRecorder
 
 DRAIN_LIMIT = 400  # steps; a live request that never finishes is a failure (a stuck scheduler)
+
+
+def check_admission_order(scheduler) -> None:
+    """First come, first served (request ids grow with arrival): the waiting queue is in
+    arrival order, and no running request arrived after a waiting one (admission never skips
+    the head; retraction returns the newest running request to the front)."""
+    waiting = [r.rid for r in scheduler.waiting]
+    if waiting != sorted(waiting):
+        raise OracleFailure("lifecycle_order", f"waiting queue out of arrival order: {waiting}")
+    running = [r.rid for r in scheduler.running]
+    if waiting and running and max(running) > waiting[0]:
+        raise OracleFailure("lifecycle_order", f"request {max(running)} runs while request "
+                                               f"{waiting[0]}, which arrived earlier, waits")
 
 
 class LifecycleMachine(RuleBasedStateMachine):
@@ -164,6 +180,7 @@ class LifecycleMachine(RuleBasedStateMachine):
         for r in self.engine.scheduler.waiting:
             assert not r.pages and r.row == -1, f"waiting request {r.rid} holds memory"
         assert set(self.engine.scheduler.live) == set(self.expect)
+        check_admission_order(self.engine.scheduler)
 
     def teardown(self) -> None:
         if self.engine is None:

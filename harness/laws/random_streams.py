@@ -69,12 +69,28 @@ def _uniform(x: np.ndarray, what: str) -> float:
     return stat
 
 
+def _unseeded(cfg: StreamConfig) -> None:
+    reqs = [Req(i, [1], 1, SamplingParams(1.0)) for i in range(cfg.n)]
+    position = random.Random(cfg.seed).randrange(1, 1 << 20)
+    other_seed = (cfg.engine_seed + 1 + cfg.seed % 1000) % 2**31
+    coins = [batch_sampling(reqs, s, [position] * cfg.n, cfg.ndt, "cpu").final_coins.numpy()
+             for s in (cfg.engine_seed, other_seed)]
+    _uniform(coins[0], f"final coins of {cfg.n} unseeded requests at one position")
+    _independence(coins[0], coins[1], f"unseeded requests' final coins under engine seeds "
+                                      f"{cfg.engine_seed} and {other_seed}")
+
+
 def prop_random_streams(cfg: StreamConfig, device: str | None = None) -> None:
     """Draft noise, acceptance coins and final coins are pairwise independent: over N requests
     with distinct seeds at drawn positions, every pair of streams (and draft coin i against
     acceptance coin i) passes a chi-square independence test at alpha 1e-6 (identical draws
     fail outright); each stream is uniform on [0, 1) (chi-square goodness of fit); and a request's coins do not depend on the batch it is in (the batch reversed
-    gives each request the same coins)."""
+    gives each request the same coins).
+
+    Requests that name no seed: their streams are keyed by the engine seed and the request
+    id. At one shared position, N unseeded requests' final coins are uniform over the
+    requests (so the id is in the key), and independent of the same requests' coins under
+    another engine seed (so the engine seed is in the key)."""
     rng = random.Random(cfg.seed)
     reqs = [Req(i, [1], 1, SamplingParams(1.0, seed=rng.randrange(2**62))) for i in range(cfg.n)]
     positions = [rng.randrange(1, 1 << 20) for _ in reqs]
@@ -96,3 +112,4 @@ def prop_random_streams(cfg: StreamConfig, device: str | None = None) -> None:
         if not np.array_equal(getattr(back, name).numpy()[::-1], getattr(bs, name).numpy()):
             raise OracleFailure("random_streams", f"{name}: a request's coins depend on its "
                                                   "place in the batch")
+    _unseeded(cfg)

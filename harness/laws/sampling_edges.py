@@ -33,21 +33,22 @@ from harness.laws.sampling_bounds import _random_tree
 SENTINEL = -7
 BELOW_ONE = float(np.nextafter(np.float32(1.0), np.float32(0.0)))  # 1 - 2^-24
 UNITS = 4096  # row entries are multiples of 1 / UNITS
-KERNELS = ("tree", "chain", "one_token")
+KERNELS = ("tree", "chain", "one_token", "draft")
 ZEROS = ("front", "back", "interleaved", "single")
 DRAFTS = ("likely", "zero")
 
 
 @dataclass(frozen=True)
 class SamplingEdgesCase:
-    kernel: str        # "tree" (target only), "chain", "one_token" (root-only tree)
+    kernel: str        # "tree" (target only), "chain", "one_token" (root-only tree),
+                       # "draft" (the drafter's inverse-CDF draw)
     vocab: int
     bs: int
     steps: int         # draft depth (tree and chain; one_token ignores it)
     zeros: str         # where each target row's zeros lie: ZEROS
     drafts: str        # "likely": the row's most probable tokens (tree), sampled from q
                        # (chain); "zero": tokens of target probability 0
-    coin: float        # every acceptance coin
+    coin: float        # every acceptance coin (the draft's noise coin)
     final_coin: float  # the final (bonus / recovery) coin
     seed: int
 
@@ -71,6 +72,7 @@ EXAMPLES = (  # coin 0.0 with a leading token of probability 0, on each sampler
     SamplingEdgesCase("one_token", 5, 2, 1, "front", "likely", 0.0, 0.0, 0),
     SamplingEdgesCase("tree", 8, 2, 2, "front", "zero", 0.0, 0.0, 1),
     SamplingEdgesCase("chain", 8, 2, 3, "front", "zero", 0.0, 0.0, 2),
+    SamplingEdgesCase("draft", 5, 2, 1, "front", "likely", 0.0, 0.0, 5),
     SamplingEdgesCase("tree", 5, 1, 2, "interleaved", "likely", BELOW_ONE, 0.0, 3),
     SamplingEdgesCase("chain", 17, 2, 2, "single", "likely", BELOW_ONE, BELOW_ONE, 4),
 )
@@ -221,6 +223,23 @@ def _one_token(case, device, gen):
             _check_token(fn.__name__, b, int(tokens[b]), probs[b], case.vocab, "sampled token")
 
 
+def _draft_noise(case, device, gen):
+    """The drafter's draw: the first token whose cumulative mass exceeds the coin (rows are
+    exact, so the CDF is exact in float64 and the expected token is unambiguous)."""
+    from specdec.sampler import draw_from
+    probs = np.stack([_target_row(case.zeros, case.vocab, gen) for _ in range(case.bs)])
+    tokens = draw_from(torch.from_numpy(probs).to(device),
+                       torch.full((case.bs,), case.coin, device=device)).cpu()
+    for b in range(case.bs):
+        tok = int(tokens[b])
+        _check_token("draw_from", b, tok, probs[b], case.vocab, "draft token")
+        cdf = np.cumsum(probs[b].astype(np.float64))
+        want = int(np.flatnonzero(cdf > case.coin)[0])
+        if tok != want:
+            _fail("draw_from", b, f"coin {case.coin} drew {tok}, the inverse CDF gives {want} "
+                                  f"(cdf {cdf[max(0, want - 1):want + 2].tolist()} around it)")
+
+
 def prop_sampling_edges(case: SamplingEdgesCase, device: str) -> None:
     """Law: every token a sampler emits (accepted drafts and the final bonus / recovery
     token) has filtered probability > 0 in the row it was drawn from, and is < vocab; for
@@ -229,6 +248,8 @@ def prop_sampling_edges(case: SamplingEdgesCase, device: str) -> None:
     The row of an accepted draft is the target row of its parent node; of the final token,
     relu(target - draft) of the last accepted node after a rejection (the tree kernel's
     draft row after its in-place updates, the chain kernel's q), or the target row alone at
-    full depth; of a one-token draw, its probability row. Triton and reference both."""
+    full depth; of a one-token draw or a draft's noise draw, its probability row (and the
+    draft's draw is the first token whose CDF exceeds the coin). Triton and reference both."""
     gen = np.random.default_rng(case.seed)
-    {"tree": _tree, "chain": _chain, "one_token": _one_token}[case.kernel](case, device, gen)
+    {"tree": _tree, "chain": _chain, "one_token": _one_token,
+     "draft": _draft_noise}[case.kernel](case, device, gen)

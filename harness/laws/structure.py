@@ -92,6 +92,9 @@ def check_round_structure(rnd, n: int, s: SpecShape) -> None:
         _expect("verify_positions", where, verify.positions[b * s.ndt:(b + 1) * s.ndt].tolist(), want_pos)
         _expect("tree_links", where, rnd.tree[3][b].tolist(), tree["next_token"])
         _expect("tree_links", where, rnd.tree[4][b].tolist(), tree["next_sibling"])
+        sel = rnd.top_scores_index[b].tolist()
+        if sel != sorted(sel):  # section 5: the tree's node order is ascending candidate index
+            raise OracleFailure("tree_order", f"{where}: top_scores_index {sel} not ascending")
         for node, parent in enumerate(tree["parents"]):
             if parent is not None and parent >= node:
                 raise OracleFailure("tree_order", f"{where}: node {node} precedes its parent {parent}")

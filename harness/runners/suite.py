@@ -21,6 +21,7 @@ from harness.laws.acceptance_path_invariant import (PathPair, path_pairs,
                                                    prop_acceptance_path_invariant)
 from harness.laws.distribution import DistConfig, distribution_configs, prop_sampled_distribution
 from harness.laws.eager_vs_graph import prop_eager_vs_graph
+from harness.laws.eagle_draft import prop_eagle_draft
 from harness.laws.finish import prop_finish
 from harness.laws.kv_content import prop_kv_content
 from harness.laws.long_context import prop_long_context
@@ -32,6 +33,8 @@ from harness.laws.sampling_bounds import EXAMPLES as BOUND_EXAMPLES
 from harness.laws.sampling_bounds import SamplingBoundsCase, prop_sampling_vocab, sampling_bounds_cases
 from harness.laws.sampling_edges import EXAMPLES as EDGE_EXAMPLES
 from harness.laws.sampling_edges import SamplingEdgesCase, prop_sampling_edges, sampling_edges_cases
+from harness.laws.sampling_filter import (SamplingFilterCase, prop_sampling_filter,
+                                          sampling_filter_cases)
 from harness.laws.self_draft import prop_self_draft
 from harness.laws.structure import prop_structure
 from harness.laws.structure_under_churn import prop_structure_under_churn
@@ -55,6 +58,16 @@ def _runs(**extra):
         axes = {_AXIS_ARG[k]: (v,) for k, v in fixed.items()}
         return run_configs(dtypes=dtypes, **axes, **size, **extra)
     return strategy
+
+
+def _eagle_runs(on_gpu: bool, fixed: dict):
+    """EAGLE-head runs in float32 (the dense recomputation's tolerance is set for it), every
+    other axis drawn as for the other engine laws."""
+    size = dict(max_batch=10) if on_gpu else dict(max_batch=6, max_prompt_len=24,
+                                                  max_new_tokens=16)
+    graphs = (fixed["cuda_graph"],) if "cuda_graph" in fixed else (False, True)
+    return run_configs(drafts=("eagle",), graphs=graphs, sampled=True, prefix=(False, True),
+                       **size)
 
 
 def _long(on_gpu: bool, fixed: dict):
@@ -149,6 +162,7 @@ LAWS: dict[str, Law] = {
     "eager_vs_graph": Law(prop_eager_vs_graph, _runs(sampled=True, prefix=(False, True))),
     "lossless_greedy": Law(prop_lossless_greedy, _runs(prefix=(False, True))),
     "self_draft": Law(prop_self_draft, _runs(prefix=(False, True))),
+    "eagle_draft": Law(prop_eagle_draft, _eagle_runs),
     "prefix_transparent": Law(prop_prefix_transparent, _runs(prefix=(True,))),
     "finish": Law(prop_finish, _runs(sampled=True, stops=True, prefix=(False, True))),
     # Not over the prefix cache: its tree fills one round later under overlap (deferred
@@ -163,6 +177,8 @@ LAWS: dict[str, Law] = {
                           SamplingBoundsCase, tuple(BOUND_EXAMPLES)),
     "sampling_edges": Law(prop_sampling_edges, lambda on_gpu, fixed: sampling_edges_cases(),
                           SamplingEdgesCase, tuple(EDGE_EXAMPLES)),
+    "sampling_filter": Law(prop_sampling_filter, lambda on_gpu, fixed: sampling_filter_cases(),
+                           SamplingFilterCase),
     "tp_equals_single": Law(prop_tp_equals_single, _tp),
     "acceptance_path_invariant": Law(prop_acceptance_path_invariant, _paths, PathPair),
     "acceptance_floor": Law(prop_acceptance_floor, _floors, FloorConfig),
@@ -220,13 +236,16 @@ def suite() -> list[Entry]:
     out += [Entry("lossless_greedy", (("draft", d), ("page_size", p)), 2)
             for d in ("eagle", "self", "perturbed") for p in (1, 4, 64)]
     out += [Entry("self_draft", (("page_size", p), ("draft", "self"))) for p in (1, 4, 64)]
+    out += [Entry("eagle_draft", (("draft", "eagle"), ("cuda_graph", g)), 2)
+            for g in (False, True)]
     out += [Entry("prefix_transparent", (("draft", d),), 4)  # graphs on and off drawn
             for d in ("eagle", "self", "perturbed")]
     out += [Entry("finish", (("cuda_graph", g),), 2) for g in (False, True)]
     out += [Entry("overlap_equals_sync", (("cuda_graph", g),), 2) for g in (False, True)]
     out += [Entry("long_context", (("cuda_graph", g),), 2) for g in (False, True)]
     out += [Entry("sampled_distribution", (("cuda_graph", g),), 2) for g in (False, True)]
-    out += [Entry("random_streams"), Entry("sampling_vocab"), Entry("sampling_edges")]
+    out += [Entry("random_streams"), Entry("sampling_vocab"), Entry("sampling_edges"),
+            Entry("sampling_filter")]
     # Tensor parallelism: processes cost seconds to start, so few examples (one worker group
     # serves them all); on CUDA these need tp_size GPUs (skipped with fewer, runnable()).
     out += [Entry("tp_equals_single", (("tp_size", 2), ("cuda_graph", g)), 5)

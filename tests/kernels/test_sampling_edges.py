@@ -30,7 +30,7 @@ def test_generated_cases_pass(case):
 
 @pytest.mark.parametrize("case", COIN_ZERO, ids=lambda e: f"{e.kernel}-{e.zeros}-{e.drafts}")
 def test_fault_is_caught(case):
-    assert {e.kernel for e in COIN_ZERO} == {"tree", "chain", "one_token"}
+    assert {e.kernel for e in COIN_ZERO} == {"tree", "chain", "one_token", "draft"}
     with faults.active("coin_le_cdf_accepts_zero_prob"):
         with pytest.raises(OracleFailure) as info:
             prop_sampling_edges(case, DEVICE)
