@@ -14,6 +14,8 @@ violation. harness/runners/suite.py pairs each property with the strategy it is 
 - finish.py: output length, stop position and finish reason (oracle 8)
 - overlap_equals_sync.py: overlap scheduling == synchronous (section 10)
 - prefix_transparent.py: the prefix cache is transparent (section 11)
+- radix_tree.py: the prefix cache's radix tree == an uncompressed map of held page paths:
+  matches, insertions, references, and LRU eviction of unreferenced leaves (section 11)
 - random_streams.py: the three random streams: independent, uniform, batch invariant, and
   keyed by engine seed and request id when a request names no seed (section 12)
 - sampling_bounds.py: tree speculative sampling never leaves the vocabulary

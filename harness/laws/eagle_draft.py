@@ -59,7 +59,7 @@ class DenseEagle:
         ids = self.tokens[1:self.n + 1] + list(path)
         logits, out, _, _ = reference_prefill(self.e.drafter, ids, self.e.device,
                                               hidden_states=hidden)
-        state = (logits[-1].float(), torch.cat([hidden, out[-1:].to(hidden.dtype)]))
+        state = (logits[-1].float().cpu(), torch.cat([hidden, out[-1:].to(hidden.dtype)]))
         self.memo[path] = state
         return state
 

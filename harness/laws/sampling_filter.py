@@ -57,6 +57,14 @@ def sampling_filter_cases():
                      st.integers(0, 2**31 - 1))
 
 
+def _shift(gen: np.random.Generator) -> float:
+    """A common offset of a row's logits: small, or as large as a real model's logits get,
+    where exp(logit / T) overflows float32 (e^88) unless the filter subtracts the max."""
+    if gen.random() < 0.5:
+        return float(gen.integers(-8, 9))
+    return float(gen.choice([-300.0, -40.0, 40.0, 300.0]))
+
+
 def _row(case: SamplingFilterCase, gen: np.random.Generator):
     """(logits, temperature, top_k, top_p) of one row."""
     v = case.vocab
@@ -65,11 +73,12 @@ def _row(case: SamplingFilterCase, gen: np.random.Generator):
         n = 2 ** int(gen.integers(0, int(np.log2(v)) + 1))  # live tokens, <= vocab
         logits = np.full(v, DEAD, dtype=np.float32)
         logits[gen.choice(v, n, replace=False)] = 0.0
-        logits += np.float32(gen.integers(-8, 9))  # the max subtraction must cancel it
+        logits += np.float32(_shift(gen))  # the max subtraction must cancel it
         top_k = int(gen.choice([0, int(gen.integers(1, n + 1)), n + int(gen.integers(0, 3))]))
         top_p = float(gen.choice([1.0, int(gen.integers(1, n + 1)) / n]))
     else:
-        logits = (gen.standard_normal(v) * gen.choice([0.5, 2.0, 6.0])).astype(np.float32)
+        logits = (gen.standard_normal(v) * gen.choice([0.5, 2.0, 6.0])
+                  + _shift(gen)).astype(np.float32)
         top_k = int(gen.choice([0, 1, int(gen.integers(1, v + 1)), v + 1]))
         top_p = float(gen.choice([1.0, 0.3, 0.95, round(float(gen.uniform(0.05, 1.0)), 3)]))
     return logits, t, top_k, top_p

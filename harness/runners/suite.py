@@ -35,6 +35,8 @@ from harness.laws.sampling_edges import EXAMPLES as EDGE_EXAMPLES
 from harness.laws.sampling_edges import SamplingEdgesCase, prop_sampling_edges, sampling_edges_cases
 from harness.laws.sampling_filter import (SamplingFilterCase, prop_sampling_filter,
                                           sampling_filter_cases)
+from harness.laws.radix_tree import EXAMPLES as RADIX_EXAMPLES
+from harness.laws.radix_tree import RadixCase, prop_radix_tree, radix_cases
 from harness.laws.self_draft import prop_self_draft
 from harness.laws.structure import prop_structure
 from harness.laws.structure_under_churn import prop_structure_under_churn
@@ -179,6 +181,8 @@ LAWS: dict[str, Law] = {
                           SamplingEdgesCase, tuple(EDGE_EXAMPLES)),
     "sampling_filter": Law(prop_sampling_filter, lambda on_gpu, fixed: sampling_filter_cases(),
                            SamplingFilterCase),
+    "radix_tree": Law(prop_radix_tree, lambda on_gpu, fixed: radix_cases(), RadixCase,
+                      RADIX_EXAMPLES),
     "tp_equals_single": Law(prop_tp_equals_single, _tp),
     "acceptance_path_invariant": Law(prop_acceptance_path_invariant, _paths, PathPair),
     "acceptance_floor": Law(prop_acceptance_floor, _floors, FloorConfig),
@@ -245,7 +249,7 @@ def suite() -> list[Entry]:
     out += [Entry("long_context", (("cuda_graph", g),), 2) for g in (False, True)]
     out += [Entry("sampled_distribution", (("cuda_graph", g),), 2) for g in (False, True)]
     out += [Entry("random_streams"), Entry("sampling_vocab"), Entry("sampling_edges"),
-            Entry("sampling_filter")]
+            Entry("sampling_filter"), Entry("radix_tree")]
     # Tensor parallelism: processes cost seconds to start, so few examples (one worker group
     # serves them all); on CUDA these need tp_size GPUs (skipped with fewer, runnable()).
     out += [Entry("tp_equals_single", (("tp_size", 2), ("cuda_graph", g)), 5)
