@@ -18,8 +18,9 @@ from kernels.rope import rope_store_kv, rope_store_kv_ref
 from kernels.chain_sampling import chain_speculative_sampling, chain_speculative_sampling_ref
 from kernels.sampling import (tree_speculative_sampling_target_only,
                               tree_speculative_sampling_target_only_ref)
-from kernels.tree import (FULL_MASK, QLEN_ONLY, QLEN_ONLY_BITPACKING, build_tree_kernel_efficient,
-                          build_tree_kernel_efficient_ref)
+from kernels.tree import (FULL_MASK, QLEN_ONLY, QLEN_ONLY_BITPACKING, build_tree_in_place,
+                          build_tree_in_place_ref, build_tree_kernel_efficient,
+                          build_tree_kernel_efficient_ref, tree_column_offsets)
 from kernels.verify import verify_tree_greedy, verify_tree_greedy_ref
 
 __all__ = [
@@ -28,6 +29,7 @@ __all__ = [
     "assign_extend_cache_locs", "assign_extend_cache_locs_ref",
     "assign_req_to_token_pool", "assign_req_to_token_pool_ref",
     "build_tree_kernel_efficient", "build_tree_kernel_efficient_ref",
+    "build_tree_in_place", "build_tree_in_place_ref", "tree_column_offsets",
     "move_kv_cache", "move_kv_cache_ref",
     "paged_attention", "paged_attention_ref",
     "rms_norm", "rms_norm_ref", "rope_store_kv", "rope_store_kv_ref",

@@ -119,6 +119,51 @@ def build_tree_kernel_efficient(bonus_tokens, parent_list, top_scores_index, dra
     tree_mask = _alloc_mask(tree_mask_mode, bs, ndt, seq_lens_sum, dev)
     positions = torch.empty(bs * ndt, dtype=torch.int64, device=dev)
     r_index, r_next, r_sib = (torch.empty(bs, ndt, dtype=torch.int64, device=dev) for _ in range(3))
+    _launch(tree_mask, positions, r_index, r_next, r_sib, parent_list, top_scores_index, seq_lens,
+            topk, spec_steps, ndt, tree_mask_mode)
+    tokens = torch.cat([bonus_tokens.reshape(bs, 1), draft_tokens.reshape(bs, ndt - 1)], 1)
+    return tree_mask, positions, r_index, r_next, r_sib, tokens.flatten().to(torch.int64)
+
+
+def build_tree_in_place(tree_mask, positions, r_index, r_next, r_sib, parent_list,
+                        top_scores_index, seq_lens, topk, spec_steps, num_verify_tokens):
+    """build_tree_kernel_efficient (FULL_MASK) into the caller's buffers, allocating nothing:
+    what a captured graph calls. Writes the mask's tree columns only: its prefix columns are
+    the caller's to fill with True first (the allocating version's torch.ones)."""
+    _launch(tree_mask, positions, r_index, r_next, r_sib, parent_list, top_scores_index, seq_lens,
+            topk, spec_steps, num_verify_tokens, FULL_MASK)
+
+
+def tree_column_offsets(seq_lens: torch.Tensor, ndt: int) -> torch.Tensor:
+    """[bs, ndt, ndt] flat FULL_MASK offsets of each request's tree columns (row t, column
+    seq_len + c), in the layout _build_tree_kernel writes. Sync-free torch."""
+    seq = seq_lens.long()
+    bs = seq.shape[0]
+    start = ndt * (torch.cumsum(seq, 0) - seq) + torch.arange(bs, device=seq.device) * ndt * ndt
+    t = torch.arange(ndt, device=seq.device)
+    return (start[:, None, None] + t[None, :, None] * (seq[:, None, None] + ndt)
+            + seq[:, None, None] + t[None, None, :])
+
+
+def build_tree_in_place_ref(tree_mask, positions, r_index, r_next, r_sib, parent_list,
+                            top_scores_index, seq_lens, topk, spec_steps, num_verify_tokens):
+    """The reference of build_tree_in_place: the allocating reference's outputs, copied in."""
+    bs, ndt = seq_lens.shape[0], num_verify_tokens
+    zeros = torch.zeros(bs * ndt, dtype=torch.int64, device=seq_lens.device)
+    mask, pos, ri, rn, rs, _ = build_tree_kernel_efficient_ref(
+        zeros[:bs], parent_list, top_scores_index, zeros[:bs * (ndt - 1)], seq_lens,
+        int(seq_lens.sum()), topk, spec_steps, ndt, FULL_MASK)
+    cols = tree_column_offsets(seq_lens, ndt).reshape(-1)
+    tree_mask[cols] = mask[cols]
+    positions.copy_(pos)
+    r_index.copy_(ri)
+    r_next.copy_(rn)
+    r_sib.copy_(rs)
+
+
+def _launch(tree_mask, positions, r_index, r_next, r_sib, parent_list, top_scores_index, seq_lens,
+            topk, spec_steps, ndt, tree_mask_mode):
+    bs, dev = seq_lens.shape[0], seq_lens.device
     pl = parent_list.contiguous()
     pl_width = pl.shape[1] if pl.dim() == 2 else 0
     if pl.numel() == 0:  # spec_steps == 1: never read, but give the kernel a real pointer
@@ -128,8 +173,6 @@ def build_tree_kernel_efficient(bonus_tokens, parent_list, top_scores_index, dra
             pl, top_scores_index.contiguous(), seq_lens.contiguous(), tree_mask,
             positions, r_index, r_next, r_sib, topk, spec_steps, pl_width,
             NDT=ndt, MODE=tree_mask_mode, BLOCK=max(2, triton.next_power_of_2(ndt)), BLOCK_B=SUM_BLOCK)
-    tokens = torch.cat([bonus_tokens.reshape(bs, 1), draft_tokens.reshape(bs, ndt - 1)], 1)
-    return tree_mask, positions, r_index, r_next, r_sib, tokens.flatten().to(torch.int64)
 
 
 def build_tree_kernel_efficient_ref(bonus_tokens, parent_list, top_scores_index, draft_tokens,

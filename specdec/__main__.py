@@ -91,7 +91,8 @@ def _bench(args, argv) -> int:
         target = None if models == ["fixture"] else models[0]
         rows, extra = e2e.run(args.device, args.dtype, bss, args.e2e_tokens,
                               spec.parse_configs(args.spec_configs), target, args.draft,
-                              args.heldout, args.round_cost)
+                              args.heldout, args.round_cost,
+                              args.iters if args.iters is not None else 5)
     elif args.what == "graphs":
         from specdec.bench import graphs
         rows = graphs.run(args.device, args.dtype, models, bss, context, iters, args.new_tokens)

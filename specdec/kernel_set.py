@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import kernels
 from specdec import faults
 
-_NAMES = ("build_tree_kernel_efficient", "verify_tree_greedy",
+_NAMES = ("build_tree_kernel_efficient", "build_tree_in_place", "verify_tree_greedy",
           "tree_speculative_sampling_target_only", "chain_speculative_sampling", "move_kv_cache", "assign_req_to_token_pool",
           "assign_extend_cache_locs", "assign_draft_cache_locs")
 

@@ -17,6 +17,7 @@ from specdec.spec.draft import DraftWorker
 from specdec.spec.draft_decode_phase import DraftDecodePhase
 from specdec.spec.layout import draft_reserve_end
 from specdec.spec.phases import DecodePhase, DraftExtendPhase, VerifyPhase
+from specdec.spec.round_phase import GreedyRoundPhase
 from specdec.spec.verify import Verifier
 
 
@@ -36,19 +37,26 @@ class RoundRunner:
                 group.graphs.add(r.graphs.values())  # ended before the group (tp/captured.py)
             return r
 
+        self.fused = None
         if engine.spec is None:
             self.decode_runner = runner(DecodePhase(engine))
         else:
-            # Verify first: the largest captures go first into the shared pool.
-            self.verifier = Verifier(engine, runner(VerifyPhase(engine)))
-            self.draft = DraftWorker(engine, runner(DraftDecodePhase(engine)),
-                                     runner(DraftExtendPhase(engine)))
+            verify, decode = VerifyPhase(engine), DraftDecodePhase(engine)
+            extend = DraftExtendPhase(engine)
+            self.verifier = Verifier(engine, None)
+            # The largest captures go first into the shared pool: the whole greedy round
+            # (top-token drafts: sampled drafting selects rows on the host), then verify.
+            if cuda_graph and not engine.spec.probabilistic:
+                self.fused = runner(GreedyRoundPhase(engine, decode, verify, extend, self.verifier))
+            self.verifier.runner = runner(verify)
+            self.draft = DraftWorker(engine, runner(decode), runner(extend))
 
     @property
     def runners(self) -> list[PhaseRunner]:
         if self.e.spec is None:
             return [self.decode_runner]
-        return [self.verifier.runner, self.draft.decode_runner, self.draft.extend_runner]
+        fused = [self.fused] if self.fused is not None else []
+        return fused + [self.verifier.runner, self.draft.decode_runner, self.draft.extend_runner]
 
     def _cache_locs(self, rows: torch.Tensor, start: torch.Tensor, end: torch.Tensor, n: int):
         out = torch.empty(n, dtype=torch.int64, device=self.dev)
@@ -268,6 +276,32 @@ class RoundRunner:
                                seq + 1 - base_t)
         if pt is not None:
             pt.mark("host")
+        if (self.fused is not None and bsamp is None and pt is None
+                and self.fused.can_run(len(reqs))):
+            # The whole round in one replay (specdec/spec/round_phase.py).
+            outs = self.fused.run({"req_pool_indices": rows, "seq_lens": seq,
+                                   "kv_prefix_lens": prefix, "positions": branch_pos,
+                                   "pending": pending, "seq_lens_sum": seq_sum}, len(reqs))
+            accept_lens, accepted = outs["accept_lens"], outs["accepted"]
+            new_seq, last = outs["seq_lens"], outs["last"]
+        else:
+            accept_lens, accepted = self._phases(rows, seq, prefix, branch_pos, pending, seq_sum,
+                                                 bsamp)
+            new_seq = seq + accept_lens
+            last = accepted.view(len(reqs), spec.num_steps + 1).gather(
+                1, (accept_lens - 1)[:, None])[:, 0]
+        self.state.commit(rows, new_seq, last)
+        for r in reqs:
+            r.unresolved += 1
+        flight = InFlight("spec", reqs, [accept_lens, accepted])
+        if pt is not None:
+            pt.end_round()
+        return flight
+
+    def _phases(self, rows, seq, prefix, branch_pos, pending, seq_sum: int, bsamp):
+        """A round phase by phase: draft decode, tree, verify and acceptance, draft extend.
+        Returns (accept_lens, accepted tokens)."""
+        e, pt = self.e, self.e.phase_timer
         tree = self.draft.decode(rows, seq, prefix, branch_pos, bsamp)
         if pt is not None:
             pt.mark("draft_decode")
@@ -275,7 +309,6 @@ class RoundRunner:
             e.recorder.on_draft(tree)
         built = self.verifier.build_tree(pending, tree, seq, seq_sum)
         res = self.verifier.verify(rows, seq, seq_sum, built, bsamp, tree.draft_probs)
-
         if pt is not None:
             pt.mark("accept_compact")
         # Draft extend after decode: ndt rows per request over the compacted accepted path;
@@ -287,16 +320,7 @@ class RoundRunner:
             "accept_lens": res.accept_lens})
         if pt is not None:
             pt.mark("draft_extend")
-        width = spec.num_steps + 1
-        last = res.accepted_tokens.view(len(reqs), width).gather(
-            1, (res.accept_lens - 1)[:, None])[:, 0]
-        self.state.commit(rows, seq + res.accept_lens, last)
-        for r in reqs:
-            r.unresolved += 1
-        flight = InFlight("spec", reqs, [res.accept_lens, res.accepted_tokens])
-        if pt is not None:
-            pt.end_round()
-        return flight
+        return res.accept_lens, res.accepted_tokens
 
     def resolve_spec(self, flight: InFlight, apply) -> int:
         """Host bookkeeping of a launched round once its results are on the host: `apply(r,

@@ -80,3 +80,60 @@ def test_graph_lossless_and_self_draft(topk, steps, ndt, draft):
         assert check_self_draft_logits(eng.recorder, topk, ndt, eng.dtype) > 0
         if topk == 1:
             check_total_acceptance(eng.recorder, steps, ndt, eng.dtype)
+
+
+def _count_rounds(eng):
+    """Wrap the round runners: how many rounds replayed the whole-round graph, and how many
+    ran phase by phase."""
+    n = {"whole": 0, "phases": 0}
+    fused, phases = eng.rounds.fused.run, eng.rounds._phases
+
+    def whole(live, bs):
+        n["whole"] += 1
+        return fused(live, bs)
+
+    def apart(*args):
+        n["phases"] += 1
+        return phases(*args)
+    eng.rounds.fused.run, eng.rounds._phases = whole, apart
+    return n
+
+
+@pytest.mark.parametrize("topk,steps", [(1, 3), (4, 3)])
+def test_greedy_rounds_replay_one_graph(topk, steps):
+    """Greedy batches that fit a captured bucket run each round as one replay of the whole
+    round (specdec/spec/round_phase.py); sampled batches, and batches past the largest bucket,
+    run phase by phase. The laws that compare graphs with eager runs therefore see both."""
+    eng = engine(spec_for(topk, steps), 4, "float32", cuda_graph=True, overlap=True)
+    n = _count_rounds(eng)
+    eng.generate(make_prompts(seed=1, batch_size=5, vocab_size=320, max_len=12), 8)
+    assert n["whole"] > 0 and n["phases"] == 0, n
+    eng.generate(make_prompts(seed=2, batch_size=3, vocab_size=320, max_len=12), 8,
+                 temperature=0.8, seed=3)
+    assert n["phases"] > 0, n
+    apart = n["phases"]
+    eng.generate(make_prompts(seed=4, batch_size=12, vocab_size=320, max_len=12), 4)
+    assert n["phases"] > apart, "12 requests do not fit the largest bucket (8)"
+
+
+def test_bitwise_law_sees_a_mistake_in_the_captured_round(monkeypatch):
+    """Negative control: a whole-round graph that hands back each request's committed length
+    one short (what the next round, launched before this one resolves, reads from the
+    device) fails the eager-vs-graph law."""
+    from harness.laws.common import OracleFailure
+    from specdec.spec.round_phase import GreedyRoundPhase
+    right = GreedyRoundPhase.slice_outputs
+
+    def short(self, outs, bs):
+        out = right(self, outs, bs)
+        return {**out, "seq_lens": out["seq_lens"] - 1}
+    spec = spec_for(1, 3)
+    prompts = make_prompts(seed=9, batch_size=3, vocab_size=320, max_len=12)
+    a = _traced_run(spec, 4, "float32", prompts, cuda_graph=False, batch_invariant=True,
+                    overlap=True)
+    assert check_eager_graph_bitwise(a, _traced_run(spec, 4, "float32", prompts,
+                                                    cuda_graph=True, overlap=True)) > 0
+    monkeypatch.setattr(GreedyRoundPhase, "slice_outputs", short)
+    b = _traced_run(spec, 4, "float32", prompts, cuda_graph=True, overlap=True)
+    with pytest.raises(OracleFailure):
+        check_eager_graph_bitwise(a, b)

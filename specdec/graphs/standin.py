@@ -17,7 +17,10 @@ output_size) raises GraphCaptureError, as cudaStreamCaptureStatus would make it 
 What it cannot model: kernels that run outside torch dispatch (Triton, also interpreted),
 so engines refuse cuda_graph with Triton kernels on CPU; `Tensor.tolist()`, which bypasses
 dispatch; timing, streams, and memory-pool sharing (each op allocates afresh at replay before
-copying into the captured output).
+copying into the captured output). A kernel reference that reads its inputs on the host
+(`tolist()`) and writes its outputs in place goes through `kernel_node`: capture records
+the call as one node, which replay runs again on the same tensors, as a CUDA graph reruns a
+captured kernel.
 """
 from __future__ import annotations
 
@@ -51,6 +54,25 @@ _COLLECTIVE_OPS = {
 }
 
 
+_capturing: list["_Recorder"] = []  # the CPU capture in progress, if any
+
+
+def kernel_node(fn, *args) -> None:
+    """fn(*args), a kernel writing its outputs in place. Inside a CPU capture: one recorded
+    node (its own torch ops are not recorded), rerun by replay. Anywhere else (CUDA, where the
+    stream captures the kernel, or no capture): a plain call."""
+    if not _capturing:
+        fn(*args)
+        return
+    from torch.utils._python_dispatch import _disable_current_modes
+    with _disable_current_modes():
+        fn(*args)
+    _capturing[-1].ops.append((_KERNEL_NODE, (fn, args), {}, None, True))
+
+
+_KERNEL_NODE = object()  # marks a kernel_node entry of a recorded op list
+
+
 class GraphCaptureError(RuntimeError):
     """Something that a real CUDA graph capture would reject."""
 
@@ -79,8 +101,12 @@ class CPUGraph:
 
     def capture(self, fn):
         rec = _Recorder()
-        with rec:
-            out = fn()
+        _capturing.append(rec)
+        try:
+            with rec:
+                out = fn()
+        finally:
+            _capturing.pop()
         self._ops = rec.ops
         return out
 
@@ -88,6 +114,10 @@ class CPUGraph:
         if self._ops is None:
             raise GraphCaptureError("replay() before capture()")
         for func, args, kwargs, captured, aliased in self._ops:
+            if func is _KERNEL_NODE:
+                kernel, kernel_args = args
+                kernel(*kernel_args)
+                continue
             if func in _ALLOC_OPS:
                 continue
             new = func(*args, **kwargs)

@@ -129,19 +129,24 @@ class VerifyPhase(Phase):
         return {"custom_mask": static["custom_mask"]}
 
     def load_extra(self, live, bs, size, static_views):
-        mask, ndt = live["custom_mask"], self.e.spec.ndt
+        """The tree mask's part this forward reads: the live mask, then True. Without a live
+        mask (the captured greedy round builds the tree in its graph): True throughout, the
+        prefix columns the tree kernel leaves alone."""
+        mask, ndt = live.get("custom_mask"), self.e.spec.ndt
         # Padded requests have seq_len SEQ_LEN_FILL: their FULL_MASK blocks follow, all True.
         # The padded seq_lens_sum says where the mask that this forward reads ends.
         self.seq_lens_sum = live["seq_lens_sum"] + (size - bs) * SEQ_LEN_FILL
         if faults.on("graph_seq_lens_sum_unpadded") and static_views is not None:
             self.seq_lens_sum = live["seq_lens_sum"]  # the historical bug: the raw sum
         end = ndt * self.seq_lens_sum + size * ndt * ndt
+        n = 0 if mask is None else mask.numel()
         if static_views is None:
-            pad = torch.ones(end - mask.numel(), dtype=torch.bool, device=mask.device)
-            return {"custom_mask": torch.cat([mask, pad])}
+            pad = torch.ones(end - n, dtype=torch.bool, device=self.e.device)
+            return {"custom_mask": pad if mask is None else torch.cat([mask, pad])}
         dst = static_views["custom_mask"]  # sized for full context: fill only what is read
-        dst[:mask.numel()].copy_(mask)
-        dst[mask.numel():end].fill_(True)
+        if mask is not None:
+            dst[:n].copy_(mask)
+        dst[n:end].fill_(True)
         return {"custom_mask": dst}
 
     def batch(self, v, size):

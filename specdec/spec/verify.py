@@ -7,6 +7,7 @@ import torch
 
 from kernels.tree import FULL_MASK
 from specdec import faults
+from specdec.graphs.standin import kernel_node
 from specdec.sampler import BatchSampling, target_probs
 from specdec.spec.compaction import accepted_kv_moves, compact_accepted_to_front
 
@@ -42,8 +43,7 @@ class Verifier:
                draft_probs: torch.Tensor | None = None) -> VerifyResult:
         """draft_probs [bs, num_steps, V]: the q each draft was sampled from (probabilistic
         drafting); None when the drafts are the draft's top tokens."""
-        tree_mask, positions, retrieve_index, next_token, next_sibling, draft_tokens = built
-        ndt, steps = self.spec.ndt, self.spec.num_steps
+        tree_mask, positions, _, _, _, draft_tokens = built
         bs = seq_lens.shape[0]
         live = {"input_ids": draft_tokens, "positions": positions,
                 "req_pool_indices": req_pool_indices, "seq_lens": seq_lens,
@@ -51,13 +51,29 @@ class Verifier:
         outs = self.runner.run(live, bs)
         if self.engine.phase_timer is not None:  # the verify forward ends; acceptance follows
             self.engine.phase_timer.mark("verify")
-        logits, hidden = outs["logits"], outs["hidden"]
+        res = self.accept(req_pool_indices, seq_lens, built, outs["logits"], outs["hidden"],
+                          sampling, draft_probs)
+        if self.engine.recorder is not None:
+            self.engine.recorder.on_verify(built, outs["logits"], res.accept_index,
+                                           res.accept_lens, res.accepted_tokens)
+        return res
+
+    def accept(self, req_pool_indices, seq_lens, built, logits, hidden,
+               sampling: BatchSampling | None = None,
+               draft_probs: torch.Tensor | None = None) -> VerifyResult:
+        """Acceptance over the verify forward's logits and hidden states, then the accepted
+        path's compaction (topk > 1). Without `sampling` it never syncs with the host: the
+        captured greedy round (specdec/spec/round_phase.py) runs it inside its graph."""
+        _, _, retrieve_index, next_token, next_sibling, draft_tokens = built
+        ndt, steps = self.spec.ndt, self.spec.num_steps
+        bs = seq_lens.shape[0]
         target_predict = torch.argmax(logits, dim=-1)
         predict = torch.zeros(bs * ndt, dtype=torch.int32, device=seq_lens.device)
         accept_index = torch.full((bs, steps + 1), -1, dtype=torch.int32, device=seq_lens.device)
         accept_num = torch.zeros(bs, dtype=torch.int32, device=seq_lens.device)
-        self.k.verify_tree_greedy(predict, accept_index, accept_num, draft_tokens.view(bs, ndt),
-                                  retrieve_index, next_token, next_sibling, target_predict)
+        kernel_node(self.k.verify_tree_greedy, predict, accept_index, accept_num,
+                    draft_tokens.view(bs, ndt), retrieve_index, next_token, next_sibling,
+                    target_predict)
         if sampling is not None:
             self._sample_accept(sampling, logits, draft_tokens.view(bs, ndt), retrieve_index,
                                 next_token, next_sibling, predict, accept_index, accept_num,
@@ -71,8 +87,6 @@ class Verifier:
         accepted = torch.zeros(bs, steps + 1, dtype=torch.int64, device=seq_lens.device)
         accepted[:, :width] = predict.view(bs, ndt)[:, :width]
         accepted = accepted.reshape(-1)
-        if self.engine.recorder is not None:
-            self.engine.recorder.on_verify(built, logits, accept_index, accept_lens, accepted)
         return VerifyResult(accept_lens, accepted, accept_index, predict.long(), hidden)
 
     def _sample_accept(self, bsamp, logits, cand, retrieve_index, next_token, next_sibling,

@@ -6,8 +6,9 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from kernels.tree import (FULL_MASK, QLEN_ONLY, QLEN_ONLY_BITPACKING,
-                          build_tree_kernel_efficient, build_tree_kernel_efficient_ref)
+from kernels.tree import (FULL_MASK, QLEN_ONLY, QLEN_ONLY_BITPACKING, build_tree_in_place,
+                          build_tree_in_place_ref, build_tree_kernel_efficient,
+                          build_tree_kernel_efficient_ref, tree_column_offsets)
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 MODES = [FULL_MASK, QLEN_ONLY, QLEN_ONLY_BITPACKING]
@@ -182,3 +183,28 @@ def test_bitpacking_width_edges(ndt):
     assert mask.dtype == {8: torch.uint8, 16: torch.int16, 32: torch.int32}[max(8, 1 << (ndt - 1).bit_length())]
     assert torch.equal(unpack(mask, QLEN_ONLY_BITPACKING, 2, ndt, seq_lens),
                        law(top.cpu(), seq_lens.cpu(), true_parent, ndt)[0])
+
+
+@settings(deadline=None)
+@given(shape=tree_shapes(), subset=st.booleans(), stale=st.booleans())
+def test_build_tree_in_place_writes_what_the_allocating_one_returns(shape, subset, stale):
+    """Into a mask prefilled with True (what the captured round does), both in-place versions
+    write exactly the allocating kernel's mask, whatever the buffers held before (stale: a
+    larger, older tree's columns): the tree columns are all they write, and all of them."""
+    bs, topk, steps, ndt, seed = shape
+    bonus, parent_list, top, draft_tokens, seq_lens, _ = make_inputs(
+        bs, topk, steps, ndt, seed, random_subset=subset)
+    want = build_tree_kernel_efficient_ref(bonus, parent_list, top, draft_tokens, seq_lens,
+                                           int(seq_lens.sum()), topk, steps, ndt, FULL_MASK)
+    dev = seq_lens.device
+    for fn in (build_tree_in_place, build_tree_in_place_ref):
+        mask = torch.ones(want[0].numel() + 5, dtype=torch.bool, device=dev)
+        links = [torch.full((bs, ndt), -7, dtype=torch.int64, device=dev) for _ in range(3)]
+        positions = torch.full((bs * ndt,), -7, dtype=torch.int64, device=dev)
+        if stale:  # an older tree's columns: False wherever this one's may not be
+            mask[tree_column_offsets(seq_lens, ndt).reshape(-1)] = False
+        fn(mask, positions, *links, parent_list, top, seq_lens, topk, steps, ndt)
+        assert torch.equal(mask[:want[0].numel()].cpu(), want[0].cpu()), fn.__name__
+        assert mask[want[0].numel():].all(), fn.__name__
+        for got, w in zip([positions, *links], want[1:5]):
+            assert torch.equal(got.cpu(), w.cpu()), fn.__name__
