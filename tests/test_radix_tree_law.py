@@ -4,14 +4,12 @@ most recently used first, a use that does not refresh LRU order, a split that dr
 reference count, a match that counts a partly matched run whole) each fail it."""
 from __future__ import annotations
 
-import heapq
-
 import pytest
 from hypothesis import given, settings
 
 from harness.laws.common import OracleFailure
 from harness.laws.radix_tree import RadixCase, prop_radix_tree, radix_cases
-from specdec.prefix_cache.tree import RadixTree, _common, evictable
+from specdec.prefix_cache.tree import RadixTree, _common
 
 
 @settings(deadline=None, max_examples=200)
@@ -21,18 +19,16 @@ def test_generated_cases_pass(case):
 
 
 class _MostRecentFirst(RadixTree):
+    """LRU order reversed: evict() sees every node's last use negated."""
+
     def evict(self, want):
-        heap = [(-n.last_access, n.serial, n) for n in self.nodes() if n.is_leaf and evictable(n)]
-        heapq.heapify(heap)
-        out = []
-        while heap and len(out) < want:
-            _, _, leaf = heapq.heappop(heap)
-            out += leaf.pages
-            parent = leaf.parent
-            del parent.children[leaf.key[0]]
-            if parent is not self.root and parent.is_leaf and evictable(parent):
-                heapq.heappush(heap, (-parent.last_access, parent.serial, parent))
-        return out
+        for n in self.nodes():
+            n.last_access = -n.last_access
+        try:
+            return super().evict(want)
+        finally:  # the nodes still held get their order back
+            for n in self.nodes():
+                n.last_access = -n.last_access
 
 
 class _AcquireNotTouched(RadixTree):
