@@ -88,6 +88,31 @@ def test_admission_order_sees_a_retraction_sent_to_the_back(planted):
     assert not planted, "a retraction sent to the back went unseen"
 
 
+def test_batch_bound_holds_and_sees_one_request_too_many():
+    """The machine's batch bound: with more requests waiting than fit, at most max_batch hold
+    rows after every step; its negative control: the same run checked against a bound one
+    smaller (what an engine admitting one request past its max_batch looks like) fails."""
+    from harness.laws.common import OracleFailure
+    from harness.laws.lifecycle import check_batch_bound
+    from harness.strategies.lifecycle_config import LifecycleConfig, build_lifecycle_engine
+    cfg = LifecycleConfig(1, 3, 4, page_size=2, draft="eagle", cuda_graph=False,
+                          max_batch=3, max_prompt_len=6, max_new_tokens=8, pool_slack=400,
+                          seed=0)
+    eng = build_lifecycle_engine(cfg, "cpu")
+    for i in range(7):
+        eng.add_request([1 + i, 2, 3, 4, 5, 6], 8)
+    one_too_many = []
+    while eng.has_unfinished():
+        eng.step()
+        check_batch_bound(eng.scheduler, cfg.max_batch)  # the law holds
+        try:
+            check_batch_bound(eng.scheduler, cfg.max_batch - 1)
+        except OracleFailure as exc:
+            assert exc.oracle == "lifecycle_batch", exc
+            one_too_many.append(exc)
+    assert one_too_many, "a batch one past the bound went unseen (or the batch never filled)"
+
+
 def test_mixed_run_small():
     """20 requests with arrivals, aborts and stop tokens on a pool of ~1.2 largest requests:
     every output equals its request run alone, nothing leaks, and retraction happened."""

@@ -9,7 +9,8 @@ the tree evict. The pool is drawn small
 Checked after every rule: allocator accounting, and the scheduler's order (first come, first
 served; retraction takes the newest arrival and puts it back at the front of the queue): the
 waiting queue is in arrival order and every running request arrived before every waiting
-one, so no request is overtaken by a later one. After every step: the committed KV of the
+one, so no request is overtaken by a later one; and at most max_batch requests hold request
+rows (running, or holding pages until the round in flight resolves). After every step: the committed KV of the
 running requests equals a dense reference prefill (oracle 3), every round and forward of
 the step has the structure oracle 1 wants (positions, slots, tree, acceptance, compaction,
 padded lanes on reserved slot 0: harness/laws/structure.py), and every finished request's
@@ -25,9 +26,11 @@ References: harness/references/dense.py (KV), harness/references/ties.py (output
 from __future__ import annotations
 
 import random
+from dataclasses import asdict, dataclass
 
-from hypothesis import event, strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis import HealthCheck, event, seed, settings, strategies as st
+from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, rule,
+                                 run_state_machine_as_test)
 
 from harness.laws.kv_content import check_live_kv
 from harness.laws.structure import SpecShape, check_recent_structure
@@ -53,6 +56,15 @@ def check_admission_order(scheduler) -> None:
     if waiting and running and max(running) > waiting[0]:
         raise OracleFailure("lifecycle_order", f"request {max(running)} runs while request "
                                                f"{waiting[0]}, which arrived earlier, waits")
+
+
+def check_batch_bound(scheduler, max_batch: int) -> None:
+    """Continuous batching holds at most max_batch requests at once: running, or holding
+    pages until the round in flight resolves (each owns a request row)."""
+    holding = [r.rid for r in scheduler.holding()]
+    if len(holding) > max_batch:
+        raise OracleFailure("lifecycle_batch", f"{len(holding)} requests hold rows "
+                                               f"{sorted(holding)}; max_batch is {max_batch}")
 
 
 class LifecycleMachine(RuleBasedStateMachine):
@@ -181,6 +193,7 @@ class LifecycleMachine(RuleBasedStateMachine):
             assert not r.pages and r.row == -1, f"waiting request {r.rid} holds memory"
         assert set(self.engine.scheduler.live) == set(self.expect)
         check_admission_order(self.engine.scheduler)
+        check_batch_bound(self.engine.scheduler, self.cfg.max_batch)
 
     def teardown(self) -> None:
         if self.engine is None:
@@ -231,3 +244,29 @@ class LifecycleMachine(RuleBasedStateMachine):
             raise AssertionError(f"expected {exc.__name__} ({match})")
         after = (len(self.engine.scheduler.waiting), self.engine.memory.allocator.num_free)
         assert before == after, "a refused call changed the engine"
+
+
+@dataclass(frozen=True)
+class LifecycleRun:
+    """`examples` runs of the machine, its Hypothesis draws seeded by `seed` (what `python -m
+    harness check` and `repro` hand the machine: the machine draws its own rules)."""
+
+    seed: int
+    examples: int = 8
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def lifecycle_runs():
+    return st.builds(LifecycleRun, st.integers(0, 2**31 - 1))
+
+
+def prop_lifecycle(case: LifecycleRun, device: str | None = None) -> None:
+    """Law: the machine's invariants and checks (the module docstring) hold over
+    `case.examples` drawn runs of up to 20 rules on `device`."""
+    machine = seed(case.seed)(  # run_state_machine_as_test honours a factory's @seed
+        type("LifecycleOn", (LifecycleMachine,), {"device": device or default_device()}))
+    run_state_machine_as_test(machine, settings=settings(
+        max_examples=case.examples, stateful_step_count=20, database=None, deadline=None,
+        suppress_health_check=list(HealthCheck), print_blob=False))

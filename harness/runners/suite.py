@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Callable
 
-from hypothesis import Phase, example, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 
 from harness.laws.acceptance_floor import FloorConfig, floor_configs, prop_acceptance_floor
 from harness.laws.acceptance_path_invariant import (PathPair, path_pairs,
@@ -35,6 +35,7 @@ from harness.laws.sampling_edges import EXAMPLES as EDGE_EXAMPLES
 from harness.laws.sampling_edges import SamplingEdgesCase, prop_sampling_edges, sampling_edges_cases
 from harness.laws.sampling_filter import (SamplingFilterCase, prop_sampling_filter,
                                           sampling_filter_cases)
+from harness.laws.lifecycle import LifecycleRun, lifecycle_runs, prop_lifecycle
 from harness.laws.radix_tree import EXAMPLES as RADIX_EXAMPLES
 from harness.laws.radix_tree import RadixCase, prop_radix_tree, radix_cases
 from harness.laws.self_draft import prop_self_draft
@@ -148,6 +149,7 @@ class Law:
     # False: a failing example is reported as drawn. Shrinking reruns it hundreds of times,
     # and where each run builds and captures an engine that outlasts pytest's time-out.
     shrink: bool = True
+    nested: bool = False  # its property runs Hypothesis itself (a stateful machine)
 
     @property
     def phases(self) -> list[Phase]:
@@ -181,6 +183,9 @@ LAWS: dict[str, Law] = {
                           SamplingEdgesCase, tuple(EDGE_EXAMPLES)),
     "sampling_filter": Law(prop_sampling_filter, lambda on_gpu, fixed: sampling_filter_cases(),
                            SamplingFilterCase),
+    # The stateful machine draws its own rules: a case seeds a few of its runs.
+    "lifecycle": Law(prop_lifecycle, lambda on_gpu, fixed: lifecycle_runs(), LifecycleRun,
+                     shrink=False, nested=True),
     "radix_tree": Law(prop_radix_tree, lambda on_gpu, fixed: radix_cases(), RadixCase,
                       RADIX_EXAMPLES),
     "tp_equals_single": Law(prop_tp_equals_single, _tp),
@@ -227,7 +232,10 @@ class Entry:
             law = example(cfg=ex)(law)
         base = profile or settings.default
         n = max(2, base.max_examples // self.fraction)
-        return settings(base, max_examples=n, phases=LAWS[self.prop].phases)(law)
+        # A law that runs a stateful machine nests Hypothesis on purpose (one case: its seed).
+        nested = [HealthCheck.nested_given] if LAWS[self.prop].nested else []
+        return settings(base, max_examples=n, phases=LAWS[self.prop].phases,
+                        suppress_health_check=[*base.suppress_health_check, *nested])(law)
 
 
 def suite() -> list[Entry]:
@@ -250,6 +258,8 @@ def suite() -> list[Entry]:
     out += [Entry("sampled_distribution", (("cuda_graph", g),), 2) for g in (False, True)]
     out += [Entry("random_streams"), Entry("sampling_vocab"), Entry("sampling_edges"),
             Entry("sampling_filter"), Entry("radix_tree")]
+    # pytest also runs the machine directly (tests/test_lifecycle.py, 40 runs or more).
+    out += [Entry("lifecycle", (), 10)]
     # Tensor parallelism: processes cost seconds to start, so few examples (one worker group
     # serves them all); on CUDA these need tp_size GPUs (skipped with fewer, runnable()).
     out += [Entry("tp_equals_single", (("tp_size", 2), ("cuda_graph", g)), 5)
