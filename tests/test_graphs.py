@@ -137,3 +137,20 @@ def test_bitwise_law_sees_a_mistake_in_the_captured_round(monkeypatch):
     b = _traced_run(spec, 4, "float32", prompts, cuda_graph=True, overlap=True)
     with pytest.raises(OracleFailure):
         check_eager_graph_bitwise(a, b)
+
+
+def test_structure_law_sees_padded_lanes_of_the_captured_round_off_the_fill(monkeypatch):
+    """Negative control of the padding rule (section 8: padded lanes at seq_len = the fill
+    value) inside the whole-round graph: its draft extend given padded lanes at another
+    seq_len fails the structure law, though no real request's tokens change."""
+    from harness.laws.common import OracleFailure
+    from harness.laws.structure import SpecShape, check_structure
+    from specdec.spec import round_phase
+    spec = spec_for(1, 3)
+    prompts = make_prompts(seed=9, batch_size=5, vocab_size=320, max_len=12)  # bucket 6: 1 padded
+    shape = SpecShape(1, 3, 4, 4, True)
+    check_structure(_traced_run(spec, 4, "float32", prompts, cuda_graph=True).recorder, shape)
+    monkeypatch.setattr(round_phase, "SEQ_LEN_FILL", 2)
+    eng = _traced_run(spec, 4, "float32", prompts, cuda_graph=True)
+    with pytest.raises(OracleFailure, match="padding_inputs"):
+        check_structure(eng.recorder, shape)

@@ -145,10 +145,18 @@ def _tree_masks(tree_mask: torch.Tensor, seq: list[int], ndt: int) -> list[list[
 
 def _check_padding(f, real_rows: int, where: str, position: int = 0, reads=None) -> None:
     """Section 8: a padded lane writes only reserved slot 0 and runs at position 0 (draft
-    forward i: at 0 + i); a padded verify lane reads the reserved page 0 over its whole block
-    (seq_len = fill, all ndt tree columns: the padded seq_lens_sum covers it)."""
+    forward i: at 0 + i) of reserved request row 0, its seq_len and prefix length the fill
+    value; a padded verify lane reads the reserved page 0 over its whole block (seq_len =
+    fill, all ndt tree columns: the padded seq_lens_sum covers it)."""
     if not f.num_padded:
         return
+    n = f.num_padded
+    for name, got, want in (("req_pool_idx", f.req_pool_indices[-n:], 0),
+                            ("seq_len", f.seq_lens[-n:], PAD_SEQ_LEN),
+                            ("prefix length", f.kv_prefix_lens[-n:], PAD_SEQ_LEN)):
+        if torch.any(got != want):
+            raise OracleFailure("padding_inputs", f"{where}: padded lanes have {name} "
+                                                  f"{got.tolist()}, expected {want}")
     if torch.any(f.write_loc[real_rows:] != 0):
         raise OracleFailure("padding_slot_zero", f"{where}: a padded lane writes slot "
                             f"{int(f.write_loc[real_rows:][f.write_loc[real_rows:] != 0][0])}")
