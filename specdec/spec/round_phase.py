@@ -77,7 +77,9 @@ class GreedyRoundPhase(Phase):
         vv = {"input_ids": torch.where(lane, tokens, 0), "positions": torch.where(lane, positions, 0),
               "req_pool_indices": rows, "seq_lens": seq, "custom_mask": mask}
         vv.update(self.verify.prepare(vv, size))
-        vmd = None if md is None else md.setdefault("verify", self.verify.capture_metadata(vv, size))
+        vmd = None  # eager: each forward builds its own metadata
+        if md is not None:  # capture: this batch's metadata, kept for after_replay
+            vmd = md["verify"] = self.verify.capture_metadata(vv, size)
         verified = self.verify.forward(vv, size, vmd, bs)
         res = self.verifier.accept(rows, seq, built, verified["logits"], verified["hidden"])
 
@@ -89,7 +91,9 @@ class GreedyRoundPhase(Phase):
               "kv_prefix_lens": v["kv_prefix_lens"],  # padded lanes: SEQ_LEN_FILL already
               "accept_lens": torch.where(real, res.accept_lens, 0)}
         xv.update(self.extend.prepare(xv, size))
-        xmd = None if md is None else md.setdefault("extend", self.extend.capture_metadata(xv, size))
+        xmd = None
+        if md is not None:
+            xmd = md["extend"] = self.extend.capture_metadata(xv, size)
         extended = self.extend.forward(xv, size, xmd, bs)
         # What the round commits to the device row state (rounds.py: RowState.commit).
         last = res.accepted_tokens.view(size, steps + 1).gather(
