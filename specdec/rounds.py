@@ -283,13 +283,11 @@ class RoundRunner:
                                    "kv_prefix_lens": prefix, "positions": branch_pos,
                                    "pending": pending, "seq_lens_sum": seq_sum}, len(reqs))
             accept_lens, accepted = outs["accept_lens"], outs["accepted"]
-            new_seq, last = outs["seq_lens"], outs["last"]
+            new_seq, last = outs["seq_lens"], outs["pending"]
         else:
-            accept_lens, accepted = self._phases(rows, seq, prefix, branch_pos, pending, seq_sum,
-                                                 bsamp)
+            accept_lens, accepted, last = self._phases(rows, seq, prefix, branch_pos, pending,
+                                                       seq_sum, bsamp)
             new_seq = seq + accept_lens
-            last = accepted.view(len(reqs), spec.num_steps + 1).gather(
-                1, (accept_lens - 1)[:, None])[:, 0]
         self.state.commit(rows, new_seq, last)
         for r in reqs:
             r.unresolved += 1
@@ -300,7 +298,7 @@ class RoundRunner:
 
     def _phases(self, rows, seq, prefix, branch_pos, pending, seq_sum: int, bsamp):
         """A round phase by phase: draft decode, tree, verify and acceptance, draft extend.
-        Returns (accept_lens, accepted tokens)."""
+        Returns (accept_lens, accepted tokens, each request's new pending token)."""
         e, pt = self.e, self.e.phase_timer
         tree = self.draft.decode(rows, seq, prefix, branch_pos, bsamp)
         if pt is not None:
@@ -320,7 +318,7 @@ class RoundRunner:
             "accept_lens": res.accept_lens})
         if pt is not None:
             pt.mark("draft_extend")
-        return res.accept_lens, res.accepted_tokens
+        return res.accept_lens, res.accepted_tokens, res.pending
 
     def resolve_spec(self, flight: InFlight, apply) -> int:
         """Host bookkeeping of a launched round once its results are on the host: `apply(r,

@@ -55,6 +55,7 @@ _COLLECTIVE_OPS = {
 
 
 _capturing: list["_Recorder"] = []  # the CPU capture in progress, if any
+_KERNEL_NODE = object()  # marks a kernel_node entry of a recorded op list
 
 
 def kernel_node(fn, *args) -> None:
@@ -69,8 +70,6 @@ def kernel_node(fn, *args) -> None:
         fn(*args)
     _capturing[-1].ops.append((_KERNEL_NODE, (fn, args), {}, None, True))
 
-
-_KERNEL_NODE = object()  # marks a kernel_node entry of a recorded op list
 
 
 class GraphCaptureError(RuntimeError):

@@ -82,12 +82,13 @@ class GreedyRoundPhase(Phase):
             vmd = md["verify"] = self.verify.capture_metadata(vv, size)
         verified = self.verify.forward(vv, size, vmd, bs)
         res = self.verifier.accept(rows, seq, built, verified["logits"], verified["hidden"])
+        new_seq = seq + res.accept_lens
 
         # Draft extend over the accepted path; padded lanes as its own runner pads them.
         xv = {"input_ids": torch.where(lane, res.predict, 0),
               "hidden": torch.where(lane[:, None], res.hidden, 0),
               "req_pool_indices": rows,
-              "seq_lens": torch.where(real, seq + res.accept_lens, SEQ_LEN_FILL),
+              "seq_lens": torch.where(real, new_seq, SEQ_LEN_FILL),
               "kv_prefix_lens": v["kv_prefix_lens"],  # padded lanes: SEQ_LEN_FILL already
               "accept_lens": torch.where(real, res.accept_lens, 0)}
         xv.update(self.extend.prepare(xv, size))
@@ -95,13 +96,11 @@ class GreedyRoundPhase(Phase):
         if md is not None:
             xmd = md["extend"] = self.extend.capture_metadata(xv, size)
         extended = self.extend.forward(xv, size, xmd, bs)
-        # What the round commits to the device row state (rounds.py: RowState.commit).
-        last = res.accepted_tokens.view(size, steps + 1).gather(
-            1, (res.accept_lens - 1)[:, None])[:, 0]
         return {"draft": draft, "built": built, "verify_views": vv, "verify": verified,
                 "extend_views": xv, "extend": extended, "accept_lens": res.accept_lens,
                 "accepted": res.accepted_tokens, "accept_index": res.accept_index,
-                "seq_lens": seq + res.accept_lens, "last": last}
+                # what the round commits to the device row state (rounds.py: RowState.commit)
+                "seq_lens": new_seq, "pending": res.pending}
 
     def after_replay(self, v, size, bs, md, outs) -> None:
         """The trace the separate phases leave, in their order (specdec/trace.py)."""
@@ -126,4 +125,4 @@ class GreedyRoundPhase(Phase):
     def slice_outputs(self, outs, bs):
         width = self.e.spec.num_steps + 1
         return {"accept_lens": outs["accept_lens"][:bs], "accepted": outs["accepted"][:bs * width],
-                "seq_lens": outs["seq_lens"][:bs], "last": outs["last"][:bs]}
+                "seq_lens": outs["seq_lens"][:bs], "pending": outs["pending"][:bs]}

@@ -19,6 +19,7 @@ class VerifyResult:
     accept_index: torch.Tensor      # [bs, num_steps+1] int32, -1 padded
     predict: torch.Tensor           # [bs*ndt] compacted
     hidden: torch.Tensor            # [bs*ndt, H] compacted target hidden states
+    pending: torch.Tensor           # [bs] int64: the last accepted token, the next round's bonus
 
 
 class Verifier:
@@ -86,8 +87,9 @@ class Verifier:
         width = min(ndt, steps + 1)
         accepted = torch.zeros(bs, steps + 1, dtype=torch.int64, device=seq_lens.device)
         accepted[:, :width] = predict.view(bs, ndt)[:, :width]
-        accepted = accepted.reshape(-1)
-        return VerifyResult(accept_lens, accepted, accept_index, predict.long(), hidden)
+        pending = accepted.gather(1, (accept_lens - 1)[:, None])[:, 0]
+        return VerifyResult(accept_lens, accepted.reshape(-1), accept_index, predict.long(), hidden,
+                            pending)
 
     def _sample_accept(self, bsamp, logits, cand, retrieve_index, next_token, next_sibling,
                        predict, accept_index, accept_num, draft_probs) -> None:
