@@ -20,5 +20,5 @@ for e in evs:
     byname[e.name][0] += 1; byname[e.name][1] += e.device_time_total if hasattr(e,'device_time_total') else e.cuda_time_total
 tot = sum(v[1] for v in byname.values())/20
 print(f"kernels/replay {sum(v[0] for v in byname.values())/20:.0f}, busy {tot:.0f} us/replay")
-for k, (n, us) in sorted(byname.items(), key=lambda kv: -kv[1][0])[:45]:
+for k, (n, us) in sorted(byname.items(), key=lambda kv: -kv[1][0])[:90]:
     print(f"{n/20:6.1f}x {us/20:7.1f} us  {k[:110]}")

@@ -11,7 +11,8 @@ import torch
 import kernels
 from specdec import faults
 from specdec.attention.forward_batch import ForwardBatch, ForwardMode
-from specdec.attention.metadata import AttentionMetadata, build_metadata
+from specdec.attention.metadata import (AttentionMetadata, build_draft_decode_metadata,
+                                        build_metadata)
 from specdec.memory.kv_pool import KVPool
 
 
@@ -43,6 +44,21 @@ class AttentionBackend:
             md.page_table = md.page_table[:md.page_table.shape[0] // fb.topk].clone()
         fb.attn_metadata = md
         return md
+
+    def init_draft_decode_metadata_capture_cuda_graph(
+            self, fbs: list[ForwardBatch]) -> list[AttentionMetadata]:
+        """The capture entry point for all forwards of one multi-step draft decode at once
+        (one batch per step): they share the branch page table and the row map, built once
+        in the graph instead of once per step."""
+        mds = build_draft_decode_metadata(fbs, self.req_to_token, self.page_size)
+        if mds and faults.on("draft_kv_indices_missing_topk"):
+            # the historical bug: the static branch page table sized bs rows, not bs * topk
+            table = mds[0].page_table[:mds[0].page_table.shape[0] // fbs[0].topk].clone()
+            for md in mds:
+                md.page_table = table
+        for fb, md in zip(fbs, mds):
+            fb.attn_metadata = md
+        return mds
 
     def init_forward_metadata_replay_cuda_graph(self, fb: ForwardBatch,
                                                 static: AttentionMetadata) -> None:

@@ -45,6 +45,9 @@ class ForwardBatch:
     draft_step: int = 0              # DRAFT_DECODE: which of the num_steps - 1 forwards
     hidden_states: torch.Tensor | None = None  # EAGLE input hidden states [N, H]
     num_padded: int = 0              # trailing padding requests (graph buckets / batch-invariant)
+    # The request page table of req_pool_indices, when a forward of the same captured round
+    # already built it: both models share req_to_token, so metadata reuses it.
+    req_page_table: torch.Tensor | None = field(default=None, repr=False)
     attn_metadata: object | None = field(default=None, repr=False)
 
     @property

@@ -32,26 +32,48 @@ def request_page_table(req_to_token: torch.Tensor, req_pool_indices: torch.Tenso
     return (req_to_token[req_pool_indices][:, ::page_size] // page_size).to(torch.int32)
 
 
-def build_metadata(fb: ForwardBatch, req_to_token: torch.Tensor, page_size: int,
-                   write_loc: torch.Tensor | None = None) -> AttentionMetadata:
-    """Metadata for `fb` as it will run. `write_loc` overrides the baked write targets."""
+def _request_pages(fb: ForwardBatch, req_to_token: torch.Tensor, page_size: int) -> torch.Tensor:
+    if fb.req_page_table is not None:
+        return fb.req_page_table
+    return request_page_table(req_to_token, fb.req_pool_indices, page_size)
+
+
+def build_draft_decode_metadata(fbs: list[ForwardBatch], req_to_token: torch.Tensor,
+                                page_size: int) -> list[AttentionMetadata]:
+    """Metadata of the forwards of one multi-step draft decode (one ForwardBatch per step, over
+    the same requests and layout). The steps share the branch page table and the row map, built
+    once; step i writes its own row of the `[num_steps, bs*topk]` layout and its rows see
+    prefix + i + 1 positions."""
+    if not fbs:
+        return []  # num_steps 1: the draft extend proposes the only draft token
+    fb = fbs[0]
+    dev, n = fb.input_ids.device, fb.num_tokens
+    pages = _request_pages(fb, req_to_token, page_size)
+    table = branch_page_table(pages, fb.kv_prefix_lens, fb.topk, fb.num_steps, page_size)
+    per_step = per_step_draft_out_cache_loc(fb.out_cache_loc, fb.batch_size, fb.topk,
+                                            fb.num_steps)
+    kv_len = (fb.kv_prefix_lens.repeat_interleave(fb.topk) + 1).to(torch.int32)
+    row_seq = torch.arange(n, device=dev, dtype=torch.int32)
+    zeros32 = torch.zeros(n, dtype=torch.int32, device=dev)
+    no_mask = torch.full((n,), -1, dtype=torch.int64, device=dev)
+    dummy_mask = torch.ones(1, dtype=torch.bool, device=dev)
+    return [AttentionMetadata(per_step[s.draft_step], table, row_seq,
+                              kv_len + s.draft_step if s.draft_step else kv_len, zeros32,
+                              no_mask, dummy_mask) for s in fbs]
+
+
+def build_metadata(fb: ForwardBatch, req_to_token: torch.Tensor,
+                   page_size: int) -> AttentionMetadata:
+    """Metadata for `fb` as it will run."""
+    if fb.mode is ForwardMode.DRAFT_DECODE:
+        return build_draft_decode_metadata([fb], req_to_token, page_size)[0]
     dev = fb.input_ids.device
     n = fb.num_tokens
-    pages = request_page_table(req_to_token, fb.req_pool_indices, page_size)
+    pages = _request_pages(fb, req_to_token, page_size)
     no_mask = torch.full((n,), -1, dtype=torch.int64, device=dev)
     zeros32 = torch.zeros(n, dtype=torch.int32, device=dev)
     dummy_mask = torch.ones(1, dtype=torch.bool, device=dev)
-    if fb.mode is ForwardMode.DRAFT_DECODE:
-        if write_loc is None:
-            write_loc = per_step_draft_out_cache_loc(
-                fb.out_cache_loc, fb.batch_size, fb.topk, fb.num_steps)[fb.draft_step]
-        table = branch_page_table(pages, fb.kv_prefix_lens, fb.topk, fb.num_steps, page_size)
-        kv_len = fb.kv_prefix_lens.repeat_interleave(fb.topk) + fb.draft_step + 1
-        row_seq = torch.arange(n, device=dev, dtype=torch.int32)
-        return AttentionMetadata(write_loc, table, row_seq, kv_len.to(torch.int32), zeros32,
-                                 no_mask, dummy_mask)
-    if write_loc is None:
-        write_loc = fb.out_cache_loc
+    write_loc = fb.out_cache_loc
     if fb.mode is ForwardMode.TARGET_VERIFY:
         ndt = fb.num_draft_tokens
         row_seq = torch.arange(n, device=dev) // ndt

@@ -70,11 +70,11 @@ class DraftDecodePhase(Phase):
         return ForwardBatch(ForwardMode.DRAFT_DECODE, input_ids, v["positions"], v["out_cache_loc"],
                             v["req_pool_indices"], v["seq_lens"], v["kv_prefix_lens"],
                             topk=self.topk, num_steps=self.steps, draft_step=step,
-                            hidden_states=hidden)
+                            hidden_states=hidden, req_page_table=v.get("req_page_table"))
 
     def capture_metadata(self, v, size):
-        return [self.e_backend.init_forward_metadata_capture_cuda_graph(self.batch(v, size, i))
-                for i in range(self.steps - 1)]
+        return self.e_backend.init_draft_decode_metadata_capture_cuda_graph(
+            [self.batch(v, size, i) for i in range(self.steps - 1)])
 
     def replay_metadata(self, v, size, md) -> None:
         for i, m in enumerate(md):

@@ -153,7 +153,7 @@ class VerifyPhase(Phase):
         return ForwardBatch(ForwardMode.TARGET_VERIFY, v["input_ids"], v["positions"],
                             v["out_cache_loc"], v["req_pool_indices"], v["seq_lens"], v["seq_lens"],
                             seq_lens_sum=self.seq_lens_sum, num_draft_tokens=self.e.spec.ndt,
-                            custom_mask=v["custom_mask"])
+                            custom_mask=v["custom_mask"], req_page_table=v.get("req_page_table"))
 
     def forward(self, v, size, md, bs=None):
         fb, early = self.batch(v, size), None
@@ -210,7 +210,7 @@ class DraftExtendPhase(Phase):
         return ForwardBatch(ForwardMode.DRAFT_EXTEND, v["input_ids"], v["positions"],
                             v["out_cache_loc"], v["req_pool_indices"], v["seq_lens"],
                             v["kv_prefix_lens"], extend_lens=torch.full_like(v["seq_lens"], self.e.spec.ndt),
-                            hidden_states=v["hidden"])
+                            hidden_states=v["hidden"], req_page_table=v.get("req_page_table"))
 
     def forward(self, v, size, md, bs=None):
         width = self.e.spec.ndt

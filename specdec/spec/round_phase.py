@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 
 from kernels.tree import tree_column_offsets
+from specdec.attention.metadata import request_page_table
 from specdec.graphs.runner import SEQ_LEN_FILL, InputSpec
 from specdec.graphs.standin import kernel_node
 from specdec.spec.draft import DraftTree
@@ -31,25 +32,54 @@ class GreedyRoundPhase(Phase):
     def __init__(self, engine, draft, verify, extend, verifier) -> None:
         super().__init__(engine)
         self.draft, self.verify, self.extend, self.verifier = draft, verify, extend, verifier
-        # The draft decode's inputs (the round's rows, lengths, prefixes, branch positions)
-        # and the pending bonus token: everything else derives on the device.
-        self.inputs = {**draft.inputs, "pending": InputSpec(1)}
+        # The round's rows, committed lengths and pending bonus tokens: everything else (the
+        # draft's prefix lengths and branch positions among it) derives on the device, so a
+        # replay refills three small inputs and the host launches nothing else for it.
+        self.inputs = {n: draft.inputs[n] for n in ("req_pool_indices", "seq_lens")}
+        self.inputs["pending"] = InputSpec(1)
+        self.shift = 0 if engine.drafter.shifted else 1  # the draft's prefix: section 3
 
     @property
     def e_backend(self):
         return self.e.draft_backend
 
     def extra_static(self, size, static):
-        return self.verify.extra_static(size, static)  # the full-context tree mask
+        """The verify's full-context tree mask, and the draft's branch positions: a static
+        buffer kept across replays as the draft's own runner keeps its positions input (live
+        lanes written at every replay, padded lanes holding the pad value 0, which capture
+        must leave there: the draft restores the positions it advances, SGLang #25015)."""
+        topk = self.draft.topk
+        if "draft_positions" not in static:
+            top = static["req_pool_indices"].shape[0]
+            static["draft_positions"] = torch.zeros(top * topk, dtype=torch.int64,
+                                                    device=self.e.device)
+        return {**self.verify.extra_static(size, static),
+                "draft_positions": static["draft_positions"][:size * topk]}
 
     def load_extra(self, live, bs, size, static_views):
         self.live_sum = live["seq_lens_sum"]  # the trace's mask length (after_replay)
         return self.verify.load_extra(live, bs, size, static_views)  # True where it is read
 
     def prepare(self, v, size):
-        return self.draft.prepare(v, size)
+        """The draft decode's prefix lengths (padded lanes: the fill value) and branch
+        positions (live lanes written into the held buffer, padded ones left as they are),
+        then what the draft decode derives."""
+        topk = self.draft.topk
+        real = v["req_pool_indices"] > 0  # row 0: the reserved row of padded lanes
+        prefix = torch.where(real, v["seq_lens"] + self.shift, SEQ_LEN_FILL)
+        held = v.get("draft_positions")
+        if held is None:  # eager: a fresh buffer of the pad value
+            held = torch.zeros(size * topk, dtype=torch.int64, device=self.e.device)
+        lanes = real[:, None].expand(size, topk).reshape(-1)
+        held.copy_(torch.where(lanes, prefix[:, None].expand(size, topk).reshape(-1), held))
+        derived = {"kv_prefix_lens": prefix, "positions": held}
+        return {**derived, **self.draft.prepare({**v, **derived}, size)}
 
     def capture_metadata(self, v, size):
+        # The round's rows and their pages do not change within it: every forward's metadata
+        # (the draft steps', the verify's, the extend's) reads one request page table.
+        v["req_page_table"] = request_page_table(self.e.req_to_token, v["req_pool_indices"],
+                                                 self.e.page_size)
         return {"draft": self.draft.capture_metadata(v, size)}  # verify's, extend's: forward
 
     def replay_metadata(self, v, size, md) -> None:
@@ -69,13 +99,16 @@ class GreedyRoundPhase(Phase):
         links = [torch.empty(size, ndt, dtype=torch.int64, device=dev) for _ in range(3)]
         kernel_node(self.e.kernels.build_tree_in_place, mask, positions, *links,
                     draft["parent_list"], draft["top_scores_index"], seq, spec.topk, steps, ndt)
-        cols = tree_column_offsets(seq, ndt).reshape(size, -1)
-        mask[cols] = mask[cols] | ~real[:, None]
+        if size > 1:  # a bucket of one lane has no padded lane (a round runs bs >= 1)
+            cols = tree_column_offsets(seq, ndt).reshape(size, -1)
+            mask[cols] = mask[cols] | ~real[:, None]
         lane = real[:, None].expand(size, ndt).reshape(-1)
         tokens = torch.cat([v["pending"][:, None], draft["draft_tokens"]], 1).reshape(-1)
         built = (mask, positions, *links, tokens)
+        # Captured: every forward reads the round's request page table (capture_metadata).
+        shared = {k: v[k] for k in ("req_page_table",) if k in v}
         vv = {"input_ids": torch.where(lane, tokens, 0), "positions": torch.where(lane, positions, 0),
-              "req_pool_indices": rows, "seq_lens": seq, "custom_mask": mask}
+              "req_pool_indices": rows, "seq_lens": seq, "custom_mask": mask, **shared}
         vv.update(self.verify.prepare(vv, size))
         vmd = None  # eager: each forward builds its own metadata
         if md is not None:  # capture: this batch's metadata, kept for after_replay
@@ -90,7 +123,7 @@ class GreedyRoundPhase(Phase):
               "req_pool_indices": rows,
               "seq_lens": torch.where(real, new_seq, SEQ_LEN_FILL),
               "kv_prefix_lens": v["kv_prefix_lens"],  # padded lanes: SEQ_LEN_FILL already
-              "accept_lens": torch.where(real, res.accept_lens, 0)}
+              "accept_lens": torch.where(real, res.accept_lens, 0), **shared}
         xv.update(self.extend.prepare(xv, size))
         xmd = None
         if md is not None:

@@ -28,6 +28,14 @@ def select_top_k_tokens(i: int, topk_p: torch.Tensor, topk_index: torch.Tensor,
         return input_ids, hidden_states, scores, (topk_p.unsqueeze(1), topk_index, parents)
     # Every branch proposed topk children: keep the topk best paths by cumulative score.
     expand_scores = scores.unsqueeze(2) * topk_p.reshape(-1, topk, topk)  # [bs, topk, topk]
+    if topk == 1:
+        # A chain: the only child is kept and continues its branch's hidden state. What the
+        # general selection below computes, without its gathers (a captured draft step's
+        # kernels are a round's cost at small batches).
+        bs = scores.shape[0]
+        parents = torch.full((bs, 1), i, dtype=torch.long, device=scores.device)
+        return (topk_index.flatten(), hidden_states, expand_scores.view(bs, 1),
+                (expand_scores, topk_index.view(bs, 1), parents))
     topk_cs_p, topk_cs_index = fast_topk(expand_scores.flatten(start_dim=1), topk, dim=-1)
     scores = topk_cs_p
     topk_index = topk_index.reshape(-1, topk * topk)
