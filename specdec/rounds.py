@@ -265,18 +265,18 @@ class RoundRunner:
         seq_sum = sum(upper)  # sizes the tree mask; an upper bound is fine (read by offsets)
         if e.recorder is not None:
             e.recorder.begin_round(rows, seq, e.req_to_token, [r.rid for r in reqs])
+        shift = 0 if self.draft.shifted else 1
+        prefix = seq + shift
+        branch_pos = prefix[:, None].expand(len(reqs), spec.topk).reshape(-1)
         greedy = all(r.sampling.greedy for r in reqs)  # batch_sampling would return None
         if self.fused is not None and greedy and pt is None and self.fused.can_run(len(reqs)):
-            # The whole round in one replay (specdec/spec/round_phase.py); it derives the
-            # draft's prefix lengths and branch positions itself.
-            outs = self.fused.run({"req_pool_indices": rows, "seq_lens": seq, "pending": pending,
-                                   "seq_lens_sum": seq_sum}, len(reqs))
+            # The whole round in one replay (specdec/spec/round_phase.py).
+            outs = self.fused.run({"req_pool_indices": rows, "seq_lens": seq,
+                                   "kv_prefix_lens": prefix, "positions": branch_pos,
+                                   "pending": pending, "seq_lens_sum": seq_sum}, len(reqs))
             accept_lens, accepted = outs["accept_lens"], outs["accepted"]
             new_seq, last = outs["seq_lens"], outs["pending"]
         else:
-            shift = 0 if self.draft.shifted else 1
-            prefix = seq + shift
-            branch_pos = prefix[:, None].expand(len(reqs), spec.topk).reshape(-1)
             # Coins of the three streams (specdec/random_streams.py): num_steps for the
             # draft's noise, one per tree node for acceptance, one for the final draw.
             bsamp = None if greedy else batch_sampling(

@@ -32,48 +32,23 @@ class GreedyRoundPhase(Phase):
     def __init__(self, engine, draft, verify, extend, verifier) -> None:
         super().__init__(engine)
         self.draft, self.verify, self.extend, self.verifier = draft, verify, extend, verifier
-        # The round's rows, committed lengths and pending bonus tokens: everything else (the
-        # draft's prefix lengths and branch positions among it) derives on the device, so a
-        # replay refills three small inputs and the host launches nothing else for it.
-        self.inputs = {n: draft.inputs[n] for n in ("req_pool_indices", "seq_lens")}
-        self.inputs["pending"] = InputSpec(1)
-        self.shift = 0 if engine.drafter.shifted else 1  # the draft's prefix: section 3
+        # The draft decode's inputs (the round's rows, lengths, prefixes, branch positions)
+        # and the pending bonus token: everything else derives on the device.
+        self.inputs = {**draft.inputs, "pending": InputSpec(1)}
 
     @property
     def e_backend(self):
         return self.e.draft_backend
 
     def extra_static(self, size, static):
-        """The verify's full-context tree mask, and the draft's branch positions: a static
-        buffer kept across replays as the draft's own runner keeps its positions input (live
-        lanes written at every replay, padded lanes holding the pad value 0, which capture
-        must leave there: the draft restores the positions it advances, SGLang #25015)."""
-        topk = self.draft.topk
-        if "draft_positions" not in static:
-            top = static["req_pool_indices"].shape[0]
-            static["draft_positions"] = torch.zeros(top * topk, dtype=torch.int64,
-                                                    device=self.e.device)
-        return {**self.verify.extra_static(size, static),
-                "draft_positions": static["draft_positions"][:size * topk]}
+        return self.verify.extra_static(size, static)  # the full-context tree mask
 
     def load_extra(self, live, bs, size, static_views):
         self.live_sum = live["seq_lens_sum"]  # the trace's mask length (after_replay)
         return self.verify.load_extra(live, bs, size, static_views)  # True where it is read
 
     def prepare(self, v, size):
-        """The draft decode's prefix lengths (padded lanes: the fill value) and branch
-        positions (live lanes written into the held buffer, padded ones left as they are),
-        then what the draft decode derives."""
-        topk = self.draft.topk
-        real = v["req_pool_indices"] > 0  # row 0: the reserved row of padded lanes
-        prefix = torch.where(real, v["seq_lens"] + self.shift, SEQ_LEN_FILL)
-        held = v.get("draft_positions")
-        if held is None:  # eager: a fresh buffer of the pad value
-            held = torch.zeros(size * topk, dtype=torch.int64, device=self.e.device)
-        lanes = real[:, None].expand(size, topk).reshape(-1)
-        held.copy_(torch.where(lanes, prefix[:, None].expand(size, topk).reshape(-1), held))
-        derived = {"kv_prefix_lens": prefix, "positions": held}
-        return {**derived, **self.draft.prepare({**v, **derived}, size)}
+        return self.draft.prepare(v, size)
 
     def capture_metadata(self, v, size):
         # The round's rows and their pages do not change within it: every forward's metadata
