@@ -356,3 +356,24 @@ def test_nonvacuous_compaction_index_wrong():
     wrong[1, 0] = 6 + 1  # request 1's root replaced by its node 1
     bad = compaction_mismatches(x, wrong, *args)
     assert any("compacted" in m for m in bad) and any("kv moves" in m for m in bad)
+
+
+@pytest.mark.parametrize("bs,i", [(1, 1), (3, 1), (2, 4)])
+def test_chain_selection_is_the_general_rule_with_one_child(bs, i):
+    """topk 1 (a chain): select_top_k_tokens's shortcut gives what conventions section 5 asks of
+    step i >= 1: the only child is kept (its token, the branch's hidden state), its score is
+    the parent's times its probability, and its parent's global index is
+    topk*topk*(i-1) + topk + 0 = i. The general rule (topk > 1) is checked on real trees
+    above; here every output of the chain case is pinned down."""
+    gen = torch.Generator().manual_seed(bs * 10 + i)
+    topk_p, scores = torch.rand(bs, 1, generator=gen), torch.rand(bs, 1, generator=gen)
+    topk_index = torch.randint(0, VOCAB, (bs, 1), generator=gen)
+    hidden = torch.randn(bs, 5, generator=gen)
+    ids, h, new_scores, (expand, tokens, parents) = select_top_k_tokens(
+        i, topk_p, topk_index, hidden, scores, 1)
+    assert torch.equal(ids, topk_index.flatten())
+    assert torch.equal(h, hidden)
+    assert torch.equal(new_scores, scores * topk_p) and new_scores.shape == (bs, 1)
+    assert torch.equal(expand.reshape(bs, 1), scores * topk_p)
+    assert torch.equal(tokens, topk_index.view(bs, 1))
+    assert parents.dtype == torch.long and parents.tolist() == [[i]] * bs

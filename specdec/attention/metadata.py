@@ -38,6 +38,14 @@ def _request_pages(fb: ForwardBatch, req_to_token: torch.Tensor, page_size: int)
     return request_page_table(req_to_token, fb.req_pool_indices, page_size)
 
 
+def _unmasked_columns(n: int, dev) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(row_mask_start 0, row_mask_offset -1 = no mask, a one-entry mask) for n rows: what a
+    forward without a custom mask hands the attention."""
+    return (torch.zeros(n, dtype=torch.int32, device=dev),
+            torch.full((n,), -1, dtype=torch.int64, device=dev),
+            torch.ones(1, dtype=torch.bool, device=dev))
+
+
 def build_draft_decode_metadata(fbs: list[ForwardBatch], req_to_token: torch.Tensor,
                                 page_size: int) -> list[AttentionMetadata]:
     """Metadata of the forwards of one multi-step draft decode (one ForwardBatch per step, over
@@ -54,9 +62,7 @@ def build_draft_decode_metadata(fbs: list[ForwardBatch], req_to_token: torch.Ten
                                             fb.num_steps)
     kv_len = (fb.kv_prefix_lens.repeat_interleave(fb.topk) + 1).to(torch.int32)
     row_seq = torch.arange(n, device=dev, dtype=torch.int32)
-    zeros32 = torch.zeros(n, dtype=torch.int32, device=dev)
-    no_mask = torch.full((n,), -1, dtype=torch.int64, device=dev)
-    dummy_mask = torch.ones(1, dtype=torch.bool, device=dev)
+    zeros32, no_mask, dummy_mask = _unmasked_columns(n, dev)
     return [AttentionMetadata(per_step[s.draft_step], table, row_seq,
                               kv_len + s.draft_step if s.draft_step else kv_len, zeros32,
                               no_mask, dummy_mask) for s in fbs]
@@ -70,9 +76,6 @@ def build_metadata(fb: ForwardBatch, req_to_token: torch.Tensor,
     dev = fb.input_ids.device
     n = fb.num_tokens
     pages = _request_pages(fb, req_to_token, page_size)
-    no_mask = torch.full((n,), -1, dtype=torch.int64, device=dev)
-    zeros32 = torch.zeros(n, dtype=torch.int32, device=dev)
-    dummy_mask = torch.ones(1, dtype=torch.bool, device=dev)
     write_loc = fb.out_cache_loc
     if fb.mode is ForwardMode.TARGET_VERIFY:
         ndt = fb.num_draft_tokens
@@ -84,13 +87,15 @@ def build_metadata(fb: ForwardBatch, req_to_token: torch.Tensor,
         block = fb.num_draft_tokens * (fb.seq_lens + ndt)
         block_start = torch.cumsum(block, 0) - block
         offset = block_start[row_seq] + t * (seq + ndt)
+        mask_start = torch.zeros(n, dtype=torch.int32, device=dev)  # every column masked
         return AttentionMetadata(write_loc, pages, row_seq.to(torch.int32),
-                                 (seq + ndt).to(torch.int32), zeros32, offset, fb.custom_mask)
+                                 (seq + ndt).to(torch.int32), mask_start, offset, fb.custom_mask)
     # EXTEND, DECODE, DRAFT_EXTEND: packed causal rows.
     lens = fb.extend_lens
     starts = torch.cumsum(lens, 0) - lens
     row_seq = torch.repeat_interleave(torch.arange(fb.batch_size, device=dev), lens, output_size=n)
     j = torch.arange(n, device=dev) - starts[row_seq]
     kv_len = fb.kv_prefix_lens[row_seq] + j + 1
+    zeros32, no_mask, dummy_mask = _unmasked_columns(n, dev)
     return AttentionMetadata(write_loc, pages, row_seq.to(torch.int32), kv_len.to(torch.int32),
                              zeros32, no_mask, dummy_mask)

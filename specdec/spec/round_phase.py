@@ -81,7 +81,7 @@ class GreedyRoundPhase(Phase):
         tokens = torch.cat([v["pending"][:, None], draft["draft_tokens"]], 1).reshape(-1)
         built = (mask, positions, *links, tokens)
         # Captured: every forward reads the round's request page table (capture_metadata).
-        shared = {k: v[k] for k in ("req_page_table",) if k in v}
+        shared = {"req_page_table": v["req_page_table"]} if "req_page_table" in v else {}
         vv = {"input_ids": torch.where(lane, tokens, 0), "positions": torch.where(lane, positions, 0),
               "req_pool_indices": rows, "seq_lens": seq, "custom_mask": mask, **shared}
         vv.update(self.verify.prepare(vv, size))
