@@ -6,7 +6,7 @@ import sys
 import time
 
 from specdec import Engine, SpecConfig
-from specdec.config import MODEL_SHAPES
+from specdec.config import MODEL_SHAPES, is_shape_name, model_config
 
 
 def _codec(args):
@@ -125,7 +125,13 @@ def _bench(args, argv) -> int:
 
 def _model_arg(value: str) -> str:
     import os
-    if value in MODEL_SHAPES or os.path.isdir(value):
+    if is_shape_name(value):
+        try:
+            model_config(value)  # a malformed bias is named here, not inside the engine
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return value
+    if os.path.isdir(value):
         return value
     raise argparse.ArgumentTypeError(f"{value!r} is neither a model shape "
                                      f"({', '.join(sorted(MODEL_SHAPES))}) nor a directory")

@@ -1,7 +1,8 @@
 """Model shapes and speculative configuration, validated on construction."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 
 
 @dataclass(frozen=True)
@@ -23,8 +24,16 @@ class ModelConfig:
     # "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
     # "original_max_position_embeddings": 8192}. Kept out of the hash (a dict is unhashable).
     rope_scaling: dict | None = field(default=None, hash=False)
+    # An additive bias on the LM head's logits, ((token id, value), ...): the harness's seam
+    # models (`tiny+bias:0=9,319=7`) make the engine emit ids that rarely win otherwise.
+    logit_bias: tuple = ()
 
     def __post_init__(self) -> None:
+        for entry in self.logit_bias:
+            tok, value = entry
+            if not (isinstance(tok, int) and 0 <= tok < self.vocab_size and math.isfinite(value)):
+                raise ValueError(f"logit_bias entry {entry!r}: expected (token id in "
+                                 f"[0, {self.vocab_size}), finite value)")
         if self.num_heads % self.num_kv_heads:
             raise ValueError(
                 f"num_heads={self.num_heads} must be a multiple of num_kv_heads={self.num_kv_heads}"
@@ -60,10 +69,32 @@ MODEL_SHAPES: dict[str, ModelConfig] = {
 }
 
 
+BIAS_SEP = "+bias:"
+
+
+def is_shape_name(name: str) -> bool:
+    """A shape name, plain or with a logit bias (`tiny+bias:0=9,319=7`)."""
+    return name.partition(BIAS_SEP)[0] in MODEL_SHAPES
+
+
 def model_config(name: str) -> ModelConfig:
-    if name not in MODEL_SHAPES:
-        raise ValueError(f"unknown model shape {name!r}; known shapes: {sorted(MODEL_SHAPES)}")
-    return MODEL_SHAPES[name]
+    """A shape by name; `NAME+bias:ID=VALUE,...` adds a bias to those ids' logits."""
+    base, sep, bias = name.partition(BIAS_SEP)
+    if base not in MODEL_SHAPES:
+        raise ValueError(f"unknown model shape {base!r}; known shapes: {sorted(MODEL_SHAPES)}")
+    if not sep:
+        return MODEL_SHAPES[base]
+    entries = []
+    for item in bias.split(","):
+        tok, eq, value = item.partition("=")
+        try:
+            entries.append((int(tok), float(value)))
+        except ValueError:
+            raise ValueError(f"model={name!r}: bias entry {item!r} is not ID=VALUE (an integer "
+                             "token id and a number), as in 'tiny+bias:0=9,319=7'") from None
+    if len({t for t, _ in entries}) != len(entries):
+        raise ValueError(f"model={name!r}: a token id is biased twice")
+    return replace(MODEL_SHAPES[base], logit_bias=tuple(entries))
 
 
 DRAFT_SAMPLING = ("greedy", "probabilistic")

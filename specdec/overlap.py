@@ -21,7 +21,10 @@ class UnresolvedRead(RuntimeError):
 
 class RowState:
     """Per request row, on the device: the committed target length and the pending bonus
-    token after the last round that ran the row. Row 0 (padding) is never written."""
+    token after the last round that ran the row. Row 0 (padding) is never written.
+    Index space: request-pool rows (a request's `row`, the rounds' req_pool_indices), never
+    batch positions: `inputs` gathers a round's rows into batch order, `commit` scatters
+    back."""
 
     def __init__(self, rows: int, device: torch.device) -> None:
         self.seq_lens = torch.zeros(rows, dtype=torch.int64, device=device)

@@ -163,7 +163,8 @@ class RoundRunner:
 
     def _host_inputs(self, reqs: list[Req]):
         """Rows, and per request the host's committed length and pending token, or
-        PLACEHOLDER where a round in flight will change them (the device fills those in)."""
+        PLACEHOLDER where a round in flight will change them (the device fills those in).
+        All three lists are by batch position; the first holds each one's request-pool row."""
         lag = [r.unresolved > 0 for r in reqs]
         seq = [PLACEHOLDER if x else r.seq_len for r, x in zip(reqs, lag)]
         pending = [PLACEHOLDER if x else r.pending_token for r, x in zip(reqs, lag)]

@@ -21,9 +21,14 @@ from specdec.random_streams import ACCEPT, DRAFT, FINAL, request_seed, stream_co
 
 @dataclass
 class BatchSampling:
-    """The sampled rows of a batch (indices into it) with their knobs and coins."""
+    """The sampled requests of a batch with their knobs and coins.
 
-    rows: torch.Tensor          # [ns] int64 batch indices of sampled requests
+    Index spaces: `rows` holds batch positions (0..bs-1 in the round's order; not request-pool
+    rows, not padded lanes). Every other tensor is indexed by subset position: entry i is the
+    i-th sampled request, batch position rows[i]. Only when every request samples do the two
+    coincide."""
+
+    rows: torch.Tensor          # [ns] int64: batch position of each sampled request
     temperature: torch.Tensor   # [ns] fp32
     top_k: torch.Tensor         # [ns] int64, 0 = no cut
     top_p: torch.Tensor         # [ns] fp32
@@ -76,8 +81,9 @@ def batch_sampling(reqs, engine_seed: int, positions: list[int], n_accept: int, 
 
 def draft_inputs(bsamp: BatchSampling | None, bs: int, steps: int,
                  device) -> dict[str, torch.Tensor]:
-    """Probabilistic drafting's per-row knobs and draft coins for all bs rows of a round
-    (greedy rows keep temperature 0: they draft the argmax)."""
+    """Probabilistic drafting's per-row knobs and draft coins for all bs rows of a round,
+    indexed by batch position (scattered from subset positions through bsamp.rows; greedy
+    rows keep temperature 0: they draft the argmax)."""
     f32 = torch.float32
     out = {"temperature": torch.zeros(bs, dtype=f32, device=device),
            "top_k": torch.zeros(bs, dtype=torch.int64, device=device),
@@ -92,16 +98,25 @@ def draft_inputs(bsamp: BatchSampling | None, bs: int, steps: int,
 
 
 def target_probs(logits: torch.Tensor, bsamp: BatchSampling) -> torch.Tensor:
-    """logits [ns, R, V] (R rows per request) -> filtered, renormalised fp32 probs."""
+    """logits [ns, R, V] (R rows per request, by subset position: the caller gathers
+    logits[bsamp.rows]) -> filtered, renormalised fp32 probs, by subset position."""
     return filtered_probs(logits, bsamp.temperature, bsamp.top_k, bsamp.top_p,
                           bsamp.cuts_top_k, bsamp.cuts_top_p)
 
 
 def filtered_probs(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
                    top_p: torch.Tensor, cut_k: bool = True, cut_p: bool = True) -> torch.Tensor:
-    """logits [n, R, V] with per-request knobs [n] -> softmax(logits / T), top-k, then top-p,
-    renormalised, fp32. cut_k / cut_p False skip a cut no row asks for (host flags: a
-    captured graph passes True, and top_k 0 / top_p 1 then keep everything)."""
+    """logits [n, R, V] with per-request knobs [n] -> softmax((logits - rowmax) / T), top-k,
+    then top-p, fp32. cut_k / cut_p False skip a cut no row asks for (host flags: a captured
+    graph passes True, and top_k 0 / top_p 1 then keep everything).
+
+    A row whose filters are off (top_k 0 or >= V, top_p 1) is the plain softmax, bit for bit,
+    whatever the flags: it is never renormalised. Only a row with top_p < 1 is renormalised
+    (top-k alone needs none: its softmax runs over the kept logits). The top-p mass before a
+    token is summed in float64 and compared with top_p times the row's total, so neither the
+    float32 softmax's rounding of its sum nor a float32 cumsum can cut a token whose mass
+    before it is below top_p, at top_p = 1 or just below. No host sync, no data-dependent
+    control flow: runs inside captured graphs."""
     x = logits.float()
     x = (x - x.amax(-1, keepdim=True)) / temperature[:, None, None]
     vocab = x.shape[-1]
@@ -114,13 +129,16 @@ def filtered_probs(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch
     if not cut_p:
         return probs
     p_sorted, order = torch.sort(probs, dim=-1, descending=True)
-    # Keep a token while the mass strictly before it is below top_p (the first always stays).
-    # top_p == 1 keeps everything (an fp32 cumsum may pass 1.0 in the tail).
+    # Keep a token while the mass strictly before it is below top_p (the first always stays),
+    # as a fraction of the row's total (float32 probs need not sum to exactly 1). top_p == 1
+    # keeps everything (even a float64 mass before may round up to the total in the tail).
     top_p = top_p[:, None, None]
-    drop_sorted = ((torch.cumsum(p_sorted, -1) - p_sorted) >= top_p) & (top_p < 1.0)
+    csum = torch.cumsum(p_sorted, -1, dtype=torch.float64)
+    before = csum - p_sorted.double()
+    drop_sorted = (before >= top_p.double() * csum[..., -1:]) & (top_p < 1.0)
     drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
     probs = probs.masked_fill(drop, 0.0)
-    return probs / probs.sum(-1, keepdim=True)
+    return torch.where(top_p < 1.0, probs / probs.sum(-1, keepdim=True), probs)
 
 
 def draw_from(probs: torch.Tensor, coins: torch.Tensor) -> torch.Tensor:
@@ -151,8 +169,9 @@ def sample_tokens(kernels, probs: torch.Tensor, final_coins: torch.Tensor) -> to
 
 
 def choose_tokens(kernels, logits: torch.Tensor, bsamp: BatchSampling | None) -> torch.Tensor:
-    """One token per row of logits [bs, V]: argmax (greedy rows, exactly as before), sampled
-    rows overwritten."""
+    """One token per row of logits [bs, V] (batch position): argmax (greedy rows, exactly as
+    before); the sampled ones, drawn by subset position, are written back to their batch
+    positions bsamp.rows."""
     tokens = torch.argmax(logits, dim=-1)
     if bsamp is not None:
         probs = target_probs(logits[bsamp.rows][:, None, :], bsamp)[:, 0]

@@ -81,18 +81,36 @@ def exact_pair_probs(model, prompt: list[int], n: int, temperature: float, top_k
     return out
 
 
+GREEDY_ROWS = 8  # greedy requests interleaved into a sampled batch (greedy_every)
+
+
 def sample_pairs(engine, prompt: list[int], n: int, temperature: float, top_k: int = 0,
-                 top_p: float = 1.0, seed: int | None = 0) -> list[tuple[int, int]]:
+                 top_p: float = 1.0, seed: int | None = 0, greedy_every: int = 0):
     """N seeded runs, batched max_batch at a time (a seed's tokens do not depend on the batch);
-    seed None: no request names a seed, the engine derives each one's."""
-    pairs = []
-    for start in range(0, n, engine.max_batch):
-        m = min(engine.max_batch, n - start)
-        params = [SamplingParams(temperature, top_k, top_p,
-                                 None if seed is None else seed + start + i) for i in range(m)]
-        outs = engine.generate([list(prompt)] * m, max_new_tokens=2, sampling=params)
-        pairs += [(o[0], o[1]) for o in outs]
-    return pairs
+    seed None: no request names a seed, the engine derives each one's. greedy_every > 0: in
+    the first batch, the positions that are multiples of it (GREEDY_ROWS of them at most) hold
+    greedy requests of the same prompt, so the sampled requests are not a prefix of their
+    batch. Returns (sampled pairs, greedy pairs with their batch positions)."""
+    pairs, greedy = [], []
+    done = 0
+    while done < n:
+        kinds = []  # per batch position: None (greedy) or the sampled request's index
+        for b in range(engine.max_batch):
+            if (greedy_every and not pairs and b % greedy_every == 0
+                    and b // greedy_every < GREEDY_ROWS):
+                kinds.append(None)
+            elif done < n:
+                kinds.append(done)
+                done += 1
+        while kinds and kinds[-1] is None:  # a batch ends on a sampled request
+            kinds.pop()
+        params = [SamplingParams() if i is None else
+                  SamplingParams(temperature, top_k, top_p, None if seed is None else seed + i)
+                  for i in kinds]
+        outs = engine.generate([list(prompt)] * len(kinds), max_new_tokens=2, sampling=params)
+        for b, (i, o) in enumerate(zip(kinds, outs)):
+            (greedy.append((b, (o[0], o[1]))) if i is None else pairs.append((o[0], o[1])))
+    return pairs, greedy
 
 
 def chi2_critical(df: int, alpha: float) -> float:
@@ -176,11 +194,19 @@ def check_pairs(pairs: list[tuple[int, int]], exact: dict[int, np.ndarray], alph
 
 def check_sampled_distribution(engine, prompt: list[int], n: int, temperature: float,
                                top_k: int = 0, top_p: float = 1.0, seed: int | None = 0,
-                               alpha: float = 1e-4) -> dict:
-    """The oracle: sample N pairs from `engine`, compare with the dense reference's law."""
+                               alpha: float = 1e-4, greedy_every: int = 0) -> dict:
+    """The oracle: sample N pairs from `engine`, compare with the dense reference's law; the
+    greedy requests sharing their batches (greedy_every) emit the reference's greedy pair."""
     exact = exact_pair_probs(engine.target, prompt, n, temperature, top_k, top_p, engine.device)
-    pairs = sample_pairs(engine, prompt, n, temperature, top_k, top_p, seed)
+    pairs, greedy = sample_pairs(engine, prompt, n, temperature, top_k, top_p, seed,
+                                 greedy_every)
     what = f"T={temperature} top_k={top_k} top_p={top_p} spec={engine.spec}"
+    t1 = int(np.argmax(exact[-1]))
+    want = (t1, int(np.argmax(exact[t1])))  # filters keep the top token: the greedy path
+    for b, got in greedy:
+        if got != want:
+            raise OracleFailure("sampled_distribution", f"{what}: the greedy request at batch "
+                                f"position {b} emitted {got}, the greedy path is {want}")
     return check_pairs(pairs, exact, alpha, what)
 
 
@@ -202,6 +228,7 @@ class DistConfig:
     seed: int
     n: int = 400
     seeded: bool = True  # False: the requests name no seed; the engine derives them
+    greedy_every: int = 0  # > 0: greedy requests at the batch positions it divides
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -213,7 +240,8 @@ def distribution_configs(graphs=(False, True)):
                      st.sampled_from(tuple(SHAPES)), st.sampled_from(("greedy", "probabilistic")),
                      st.sampled_from(TEMPERATURES), st.sampled_from(TOP_KS),
                      st.sampled_from(TOP_PS), st.sampled_from(graphs),
-                     st.integers(0, 2**31 - 1), st.just(n), st.booleans())
+                     st.integers(0, 2**31 - 1), st.just(n), st.booleans(),
+                     st.sampled_from((0, 2, 4)))
 
 
 def dist_engine(cfg: DistConfig, device: str) -> Engine:
@@ -229,10 +257,13 @@ def prop_sampled_distribution(cfg: DistConfig, device: str | None = None) -> dic
     runs of one prompt follow p(t1) p(t2 | t1) of the dense reference's filtered target
     distribution (chi-square, alpha 1e-4), and no pair of probability 0 is drawn, in every
     drawn cell of the matrix; whether each request names its seed or the engine derives
-    them (N requests with no seed are N independent draws, not one draw N times)."""
+    them (N requests with no seed are N independent draws, not one draw N times); and where
+    greedy requests share the sampled ones' batch (at every 2nd or 4th batch position of the
+    first), those emit the reference's greedy pair."""
     device = device or default_device()
     rng = random.Random(cfg.seed)
     prompt = [rng.randrange(320) for _ in range(rng.randint(3, 8))]
     return check_sampled_distribution(dist_engine(cfg, device), prompt, cfg.n, cfg.temperature,
                                       cfg.top_k, cfg.top_p,
-                                      seed=cfg.seed if cfg.seeded else None, alpha=ALPHA)
+                                      seed=cfg.seed if cfg.seeded else None, alpha=ALPHA,
+                                      greedy_every=cfg.greedy_every)

@@ -1,6 +1,8 @@
 """Law lossless_greedy (oracle 4): speculative greedy decoding emits exactly the tokens plain
 greedy decoding of the same prompts emits (a first divergence is allowed only at a tie,
-oracle 6, which ends that comparison), and a tree (topk > 1) emits what a chain (topk 1) does.
+oracle 6, which ends that comparison), and a tree (topk > 1) emits what a chain (topk 1) does,
+for every greedy request of a batch, whatever else shares it: batches may mix greedy and
+sampled requests, the sampled ones at odd rows, last, or all but one (RunConfig.samples).
 
 Observables: each request's output tokens; the plain greedy reference and its top-2 logit
 margins (harness/strategies/runs.py greedy_baseline, harness/references/dense.py); the
@@ -16,12 +18,13 @@ from harness.strategies.runs import default_device
 
 
 def check_lossless(outputs: list[list[int]], references: list[list[int]],
-                   margins: list[list[float]], dtype) -> list[str]:
+                   margins: list[list[float]], dtype, ids: list[int] | None = None) -> list[str]:
     """Lossless greedy: speculative output equals the non-speculative greedy output token for
     token; a first divergence is allowed only at a tie (oracle 6), which ends that comparison.
+    `ids`: the batch rows of the lists' entries (default 0, 1, ...), for the messages.
     Returns the benign ties it saw."""
     ties = []
-    for b, (out, ref, m) in enumerate(zip(outputs, references, margins)):
+    for b, out, ref, m in zip(ids or range(len(outputs)), outputs, references, margins):
         ok, what = compare_greedy(out, ref, m, dtype)
         if not ok:
             raise OracleFailure("lossless_greedy", f"request {b}: {what}")
@@ -31,13 +34,18 @@ def check_lossless(outputs: list[list[int]], references: list[list[int]],
 
 
 def prop_lossless_greedy(cfg: RunConfig, device: str | None = None) -> None:
-    """Oracle 4: speculative greedy output == plain greedy output, and topk > 1 == topk 1."""
+    """Oracle 4: speculative greedy output == plain greedy output, and topk > 1 == topk 1,
+    for each greedy request of the batch (the sampled requests it may share the batch with
+    are not judged here)."""
     device = device or default_device()
     eng = build_engine(cfg, device)
     out = [o.tokens for o in run(cfg, eng)]
+    greedy = [b for b in range(cfg.batch_size) if not cfg.samples(b)]
     ref, margins = greedy_reference_outputs(cfg, device, eng)
-    check_lossless(out, ref, margins, eng.dtype)
+    pick = lambda xs: [xs[b] for b in greedy]  # noqa: E731
+    check_lossless(pick(out), pick(ref), pick(margins), eng.dtype, ids=greedy)
     eng.check_accounting()
     if cfg.topk > 1:
         chain = build_engine(cfg, device, topk=1, ndt=cfg.num_steps + 1)
-        check_lossless(out, [o.tokens for o in run(cfg, chain)], margins, eng.dtype)
+        check_lossless(pick(out), pick([o.tokens for o in run(cfg, chain)]), pick(margins),
+                       eng.dtype, ids=greedy)

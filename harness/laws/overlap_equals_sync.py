@@ -8,6 +8,7 @@ Reference: the synchronous engine. Strategy: harness/strategies/configs.py run_c
 from __future__ import annotations
 
 import dataclasses
+import random
 
 import torch
 
@@ -18,14 +19,23 @@ from harness.strategies.runs import default_device, new_token_counts
 from harness.strategies.configs import RunConfig
 from specdec.trace import TraceRecorder
 
-LATE = 2  # steps after which the second half of the batch arrives
+LATE_STEPS = (1, 2, 3, 5)  # when a late request is queued, drawn per request from the seed
+
+
+def arrivals(cfg: RunConfig) -> list[int]:
+    """The step each request is queued at: the first half of the batch at step 0, each of
+    the rest at a step drawn from LATE_STEPS. The late ones join while rounds are in flight
+    and take rows freed by finished requests, lagging the device by different depths in the
+    same step (one's prefill in flight, another a round behind, others resolved)."""
+    rng = random.Random(cfg.seed ^ 0xA441)
+    half = (cfg.batch_size + 1) // 2
+    return [0 if i < half else rng.choice(LATE_STEPS) for i in range(cfg.batch_size)]
 
 
 def _drive(cfg: RunConfig, device: str, overlap: bool):
-    """The drawn batch, half queued at step 0 and the rest at step LATE (they join while a
-    round is in flight and take rows freed by finished requests); when a stop is drawn, each
-    request stops at its prompt's first token (an id the model may emit or not: both modes
-    must agree either way). Returns the engine, the outputs and, per rid,
+    """The drawn batch, each request queued at its arrival step (arrivals); when a stop is
+    drawn, each request stops at its prompt's first token (an id the model may emit or not:
+    both modes must agree either way). Returns the engine, the outputs and, per rid,
     its history: (committed length, output length) after each of its resolved rounds."""
     bucket = max(cfg.batch_size, max(cfg.graph_bs))
     # One context for both: it sets the attention's width (and so its reduction order).
@@ -37,12 +47,12 @@ def _drive(cfg: RunConfig, device: str, overlap: bool):
     counts = new_token_counts(cfg.seed, cfg.batch_size, cfg.max_new_tokens, cfg.ragged)
     stops = [(p[0],) if cfg.stop_at >= 0 else () for p in prompts]
     params = sampling_for(cfg, stops)
-    half = (cfg.batch_size + 1) // 2
-    rids, history, step, progress = [], {}, 0, Progress(eng)
-    while step <= LATE or eng.has_unfinished():
-        if step in (0, LATE):
-            idx = range(half) if step == 0 else range(half, cfg.batch_size)
-            rids += [progress.add(eng.add_request(prompts[i], counts[i], params[i])) for i in idx]
+    arrive = arrivals(cfg)
+    rids, history, step, progress = {}, {}, 0, Progress(eng)
+    while step <= max(arrive) or eng.has_unfinished():
+        for i in range(cfg.batch_size):
+            if arrive[i] == step:
+                rids[i] = progress.add(eng.add_request(prompts[i], counts[i], params[i]))
         progress.step()
         step += 1
         eng.check_accounting()
@@ -56,7 +66,7 @@ def _drive(cfg: RunConfig, device: str, overlap: bool):
         history.setdefault(rid, []).append((seq_len, n_out))
     if len(eng.memory.req_pool._free_rows) != eng.max_batch:
         raise OracleFailure("overlap_equals_sync", f"overlap={overlap}: a request row leaked")
-    outs = [eng.output(r) for r in rids]
+    outs = [eng.output(rids[i]) for i in range(cfg.batch_size)]
     return eng, [(o.tokens, o.finish_reason) for o in outs], history
 
 
@@ -72,7 +82,8 @@ def _committed_kv(eng) -> dict:
 
 def prop_overlap_equals_sync(cfg: RunConfig, device: str | None = None) -> None:
     """Law (overlap_equals_sync): one seeded run (the drawn batch, greedy or sampled, with
-    ragged lengths and stop tokens; half of it queued at step 0, the rest two steps later)
+    ragged lengths and stop tokens; half of it queued at step 0, each of the rest at its own
+    drawn step, so one step holds requests lagging the in-flight round at different depths)
     through an engine with overlap=True and one with overlap=False gives
     1. identical tokens and finish reasons for every request;
     2. identical committed KV bytes, target and draft, at every committed slot of every

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 import time
 from dataclasses import dataclass, field
 
@@ -19,6 +20,7 @@ class PropertyReport:
     name: str
     examples: int = 0
     covered: set = field(default_factory=set)
+    corners: Counter = field(default_factory=Counter)  # examples per corner drawn (`corners`)
     failures: list = field(default_factory=list)
     seconds: float = 0.0
     skipped: int = 0      # drawn configurations needing more GPUs than are visible
@@ -60,6 +62,7 @@ def _run_chunk(name: str, report: PropertyReport, chunk_seed: int, device: str,
         report.failures.append((failing[-1] if failing else None, exc))
     report.examples += len(last)
     report.covered.update(getattr(c, "axes", repr(c)) for c in last)
+    report.corners.update(tag for c in last for tag in getattr(c, "corners", ()))
 
 
 def check(budget: float, device: str, profile: settings, out=sys.stdout) -> int:
@@ -79,11 +82,14 @@ def check(budget: float, device: str, profile: settings, out=sys.stdout) -> int:
                       f"{per_prop:.0f}s", end="", file=sys.stderr, flush=True)
         if sys.stderr.isatty():
             print(file=sys.stderr)
-    print(f"{'property':<26} {'examples':>8} {'configs':>8} {'failures':>8} {'time':>8}", file=out)
+    print(f"{'property':<26} {'examples':>8} {'configs':>8} {'failures':>8} {'time':>8}  corners",
+          file=out)
     for rep in reports.values():
+        corners = " ".join(f"{k}={n}" for k, n in sorted(rep.corners.items()))
         print(f"{rep.name:<26} {rep.examples:>8} {len(rep.covered):>8} {len(rep.failures):>8} "
-              f"{rep.seconds:>7.1f}s" + (f"  ({rep.skipped} skipped: more GPUs needed than "
-                                         "visible)" if rep.skipped else ""), file=out)
+              f"{rep.seconds:>7.1f}s  {corners}" + (f"  ({rep.skipped} skipped: more GPUs "
+                                                    "needed than visible)" if rep.skipped else ""),
+              file=out)
     failed = [(r.name, c, e) for r in reports.values() for c, e in r.failures]
     for name, cfg, exc in failed:
         print(f"\nFAILED {name}: {exc}", file=out)

@@ -164,7 +164,7 @@ LAWS: dict[str, Law] = {
                                  shrink=False),
     "kv_content": Law(prop_kv_content, _runs(sampled=True, prefix=(False, True))),
     "eager_vs_graph": Law(prop_eager_vs_graph, _runs(sampled=True, prefix=(False, True))),
-    "lossless_greedy": Law(prop_lossless_greedy, _runs(prefix=(False, True))),
+    "lossless_greedy": Law(prop_lossless_greedy, _runs(sampled="mixed", prefix=(False, True))),
     "self_draft": Law(prop_self_draft, _runs(prefix=(False, True))),
     "eagle_draft": Law(prop_eagle_draft, _eagle_runs),
     "prefix_transparent": Law(prop_prefix_transparent, _runs(prefix=(True,))),

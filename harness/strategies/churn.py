@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass
 from hypothesis import strategies as st
 
 from harness.strategies.lifecycle_config import small_spec_shapes
+from harness.strategies.vocab_seams import seam_models
+from specdec.config import model_config
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,11 @@ class ChurnConfig:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @property
+    def corners(self) -> tuple:
+        """Counted by `harness check`: a model biased toward the vocabulary's seams."""
+        return ("seam_ids",) if "+bias:" in self.model else ()
+
 
 def churn_configs(max_batch: int = 6, max_steps: int = 10):
     """Batch sizes that go down and up again, across captured sizes that pad: mostly two
@@ -46,5 +53,6 @@ def churn_configs(max_batch: int = 6, max_steps: int = 10):
             lambda shape, **kw: ChurnConfig(*shape, max_batch=mb, **kw),
             small_spec_shapes(), page_size=st.sampled_from((1, 4, 16)),
             draft=st.sampled_from(("eagle", "self", "perturbed")), graph_bs=buckets,
-            sizes=sizes, overlap=st.booleans(), seed=st.integers(0, 2**16))
+            sizes=sizes, overlap=st.booleans(), seed=st.integers(0, 2**16),
+            model=seam_models("tiny", model_config("tiny").vocab_size))
     return st.integers(3, max_batch).flatmap(with_batch)

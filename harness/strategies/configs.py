@@ -6,7 +6,8 @@ from dataclasses import asdict, dataclass
 
 from hypothesis import strategies as st
 
-from specdec.config import max_draft_tokens
+from harness.strategies.vocab_seams import seam_models
+from specdec.config import max_draft_tokens, model_config
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,8 @@ class RunConfig:
     cuda_graph: bool = False
     graph_bs: tuple = (1, 2, 3, 4, 6, 8)  # captured sizes: the rest pad up or fall back
     draft_sampling: str = "greedy"  # "probabilistic": sampled chains draft from q
-    temperature: float = 0.0        # > 0: every request samples (seed = run seed + i)
+    temperature: float = 0.0        # > 0: the requests sampled_rows names sample (seed =
+    #                                 run seed + i); the others stay greedy
     top_k: int = 0
     top_p: float = 1.0
     ragged: bool = False            # max_new_tokens drawn per request: the batch shrinks
@@ -41,18 +43,47 @@ class RunConfig:
     pool_slack: int = -1            # prefix_cache, >= 0: pool = one worst case + this percent
     seams: int = 0                  # > 0: prompts and stop ids hold the ids where a vocabulary
     #                                 sharded over this many ranks changes hands (vocab_seams.py)
+    sampled_rows: str = "all"       # which requests sample when temperature > 0 (SAMPLED_ROWS)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "graph_bs", tuple(self.graph_bs))  # JSON gives a list
+        if self.sampled_rows not in SAMPLED_ROWS:
+            raise ValueError(f"sampled_rows={self.sampled_rows!r}: expected one of "
+                             f"{list(SAMPLED_ROWS)}")
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    def samples(self, i: int) -> bool:
+        """Whether request i of the batch samples: a batch's sampled requests need not be
+        all of it, nor a prefix of it (a step that indexes the sampled subset by batch row,
+        or the batch by subset position, is wrong only then)."""
+        if self.temperature <= 0:
+            return False
+        n = self.batch_size
+        return {"all": True, "odd": i % 2 == 1, "last": i == n - 1,
+                "all_but_one": i != self.seed % n}[self.sampled_rows]
+
+    @property
+    def corners(self) -> tuple:
+        """The corners this run reaches that `harness check` counts: a model biased toward
+        the vocabulary's seams ("seam_ids"); a batch mixing greedy and sampled requests whose
+        sampled rows are not a prefix of it ("mixed_rows"); inputs at the seams ("seam_inputs")."""
+        out = ()
+        if "+bias:" in self.model:
+            out += ("seam_ids",)
+        mixed = [self.samples(i) for i in range(self.batch_size)]
+        if any(mixed) and not all(mixed):
+            out += ("mixed_rows",)
+        return out + (("seam_inputs",) if self.seams else ())
 
     @property
     def axes(self) -> tuple:
         """The coarse configuration this run covers (for coverage counts)."""
         return (self.topk, self.num_steps, self.page_size, self.draft, self.cuda_graph,
-                self.temperature > 0, self.draft_sampling, self.overlap, self.prefix_cache)
+                self.temperature > 0, self.draft_sampling, self.overlap, self.prefix_cache,
+                self.sampled_rows if self.temperature > 0 else "none",
+                "+bias:" in self.model)
 
 
 def spec_shapes():
@@ -73,6 +104,10 @@ DRAFTS = ("eagle", "self", "perturbed", "perturbed:0.1")
 TEMPERATURES = (0.2, 0.7, 1.0, 1.8)
 TOP_KS = (0, 1, 5)
 TOP_PS = (1.0, 0.3, 0.95)
+# Which requests of a sampled batch sample (RunConfig.samples): all of them, or mixes whose
+# sampled rows are not a prefix of the batch (odd rows, the last alone, all but one).
+SAMPLED_ROWS = ("all", "odd", "last", "all_but_one")
+MIXED_ROWS = SAMPLED_ROWS[1:]  # laws that judge the greedy requests: never all sampled
 
 
 # The finish law draws stop tokens from this far past max_new_tokens too: a token whose first
@@ -83,25 +118,29 @@ STOP_PAST_CAP = 8
 
 def run_configs(drafts=DRAFTS, page_sizes=(1, 2, 4, 16, 64), max_batch: int = 10,
                 dtypes=("float32",), graphs=(False, True), graph_bs=GRAPH_BUCKETS,
-                max_prompt_len: int = 40, max_new_tokens: int = 24, sampled: bool = False,
-                stops: bool = False, prefix=(False,)):
+                max_prompt_len: int = 40, max_new_tokens: int = 24, sampled: bool | str = False,
+                stops: bool = False, prefix=(False,), model: str = "tiny"):
     """Batch sizes reach past the largest captured size, so padding and eager fallback both
     occur in ordinary runs; ragged lengths and stop tokens make batches shrink inside a
     captured bucket. `sampled`: requests may sample (drawn temperature, top-k, top-p, with
-    greedy or probabilistic drafting); `stops`: a stop token may be drawn. `prefix`: the
-    prefix-cache axis (shared-prefix prompts in waves, a pool from tight to ample)."""
+    greedy or probabilistic drafting), all of the batch or a mix of sampled and greedy
+    requests (SAMPLED_ROWS; "mixed": never all of it, MIXED_ROWS); `stops`: a stop token may be drawn. `prefix`: the prefix-cache
+    axis (shared-prefix prompts in waves, a pool from tight to ample). The model: `model`, or
+    it with a logit bias toward its vocabulary's seams (vocab_seams.seam_models)."""
     sampling = (st.tuples(st.sampled_from((0.0,) + TEMPERATURES), st.sampled_from(TOP_KS),
-                          st.sampled_from(TOP_PS), st.sampled_from(("greedy", "probabilistic")))
-                if sampled else st.just((0.0, 0, 1.0, "greedy")))
+                          st.sampled_from(TOP_PS), st.sampled_from(("greedy", "probabilistic")),
+                          st.sampled_from(MIXED_ROWS if sampled == "mixed" else SAMPLED_ROWS))
+                if sampled else st.just((0.0, 0, 1.0, "greedy", "all")))
 
     def build(shape, samp, **kw):
-        t, k, p, ds = samp
+        t, k, p, ds, rows = samp
         return RunConfig(*shape, temperature=t, top_k=k if t else 0, top_p=p if t else 1.0,
-                         draft_sampling=ds, **kw)
+                         draft_sampling=ds, sampled_rows=rows if t else "all", **kw)
     return st.builds(
         build,
         spec_shapes(),
         sampling,
+        model=seam_models(model, model_config(model).vocab_size),
         page_size=st.sampled_from(page_sizes),
         draft=st.sampled_from(drafts),
         batch_size=st.integers(1, max_batch),
@@ -153,7 +192,8 @@ def tp_configs(tp_sizes=(2,), max_batch: int = 4, max_prompt_len: int = 12,
     greedy or probabilistic drafting, chains and trees, all drafts, page sizes 1 to 64, graphs
     on and off with buckets that pad (idle lanes) and fall back, overlap on and off, the
     prefix cache on and off; an even and an odd vocabulary, and mostly inputs that hold the
-    vocabulary's seams (prompts and stop ids at every shard's first and last id, 0, V - 1).
+    vocabulary's seams (prompts and stop ids at every shard's first and last id, 0, V - 1),
+    the model often biased to emit them too (vocab_seams.seam_models).
 
     Sampled runs are float32 only. The law wants them identical to tp 1, token for token,
     which holds where the two runs' probabilities agree to far below a coin's resolution: the
@@ -165,7 +205,9 @@ def tp_configs(tp_sizes=(2,), max_batch: int = 4, max_prompt_len: int = 12,
                                  graphs=graphs, graph_bs=((2, 4), (1, 2, 3, 4), (4,)),
                                  max_prompt_len=max_prompt_len, max_new_tokens=max_new_tokens,
                                  sampled=True, prefix=(False, True)),
-                     st.sampled_from(tp_sizes), st.sampled_from(models),
+                     st.sampled_from(tp_sizes),
+                     st.sampled_from(models).flatmap(
+                         lambda m: seam_models(m, model_config(m).vocab_size)),
                      st.sampled_from((True, True, False))).map(
         lambda c: RunConfig(**{**c[0].to_dict(), "tp_size": c[1], "model": c[2],
                                "seams": c[1] if c[3] else 0,

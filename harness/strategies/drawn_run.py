@@ -57,12 +57,14 @@ def prompts_for(cfg: RunConfig, vocab: int, device: str | None = None) -> list[l
 
 def sampling_for(cfg: RunConfig, stops: list[tuple] | None = None,
                  vocab: int | None = None) -> list[SamplingParams]:
-    """Request i: the drawn knobs with seed run seed + i (greedy when temperature is 0).
-    cfg.seams (and the vocabulary given): stop ids at the seams where none are given."""
+    """Request i: seed run seed + i; the drawn knobs where it samples (cfg.samples(i)), else
+    greedy. cfg.seams (and the vocabulary given): stop ids at the seams where none are
+    given."""
     if stops is None and cfg.seams and vocab is not None:
         stops = seam_stops(cfg.batch_size, vocab_seams(vocab, cfg.seams))
     stops = stops or [()] * cfg.batch_size
     return [SamplingParams(cfg.temperature, cfg.top_k, cfg.top_p, cfg.seed + i, stop)
+            if cfg.samples(i) else SamplingParams(0.0, 0, 1.0, cfg.seed + i, stop)
             for i, stop in zip(range(cfg.batch_size), stops)]
 
 

@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from harness.laws.common import OracleFailure
 from harness.strategies.runs import greedy_baseline
-from specdec.config import max_draft_tokens
+from harness.strategies.vocab_seams import seam_models
+from specdec.config import max_draft_tokens, model_config
 from harness.references.ties import compare_greedy
 from specdec import Engine, SpecConfig
 from specdec.validate import reserve_margin
@@ -35,6 +36,11 @@ class LifecycleConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @property
+    def corners(self) -> tuple:
+        """Counted by `harness check`: a model biased toward the vocabulary's seams."""
+        return ("seam_ids",) if "+bias:" in self.model else ()
 
     @property
     def spec(self) -> SpecConfig:
@@ -86,6 +92,8 @@ def lifecycle_configs(page_sizes=(1, 2, 4, 16), max_prompt_len: int = 12, max_ne
         seed=st.integers(0, 2),
         overlap=st.booleans(),
         prefix_cache=st.booleans(),
+        # Rows reused after a finish, an abort or a retraction, with seam ids generated.
+        model=seam_models("tiny", model_config("tiny").vocab_size),
     )
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import random
 
+from hypothesis import strategies as st
+
 
 def vocab_seams(vocab: int, ranks: int) -> list[int]:
     """0, V - 1, and the first and last id of every rank's shard."""
@@ -38,3 +40,28 @@ def with_seams(prompts: list[list[int]], seams: list[int], seed: int) -> list[li
 def seam_stops(batch_size: int, seams: list[int]) -> list[tuple[int, ...]]:
     """Request i stops at seam i mod len(seams) and the next one, should it emit either."""
     return [(seams[i % len(seams)], seams[(i + 1) % len(seams)]) for i in range(batch_size)]
+
+
+SEAM_RANKS = (2, 4)       # the seams of these shardings are the ids a bias may favour
+BIAS_VALUES = (5.0, 8.0, 11.0)  # on the tiny models: from a tenth of the outputs to most
+
+
+def biased_name(model: str, bias: dict[int, float]) -> str:
+    """The engine's name for `model` with a logit bias (specdec.config.model_config)."""
+    if not bias:
+        return model
+    return f"{model}+bias:" + ",".join(f"{t}={v:g}" for t, v in sorted(bias.items()))
+
+
+def seam_models(model: str, vocab: int):
+    """`model` as it is, or (about one draw in three) with a logit bias toward a drawn
+    non-empty subset of its seams (vocab_seams over SEAM_RANKS), each at a drawn strength.
+    The bias sits in the LM head, so the target and every drafter that shares or copies it
+    (eagle, self, perturbed) emit seam ids: first tokens, drafts accepted and rejected, bonus
+    tokens. An engine that gives an id a second meaning (a sentinel, 'no token', -1 padding
+    compared with > 0, a shard's edge) fails only when that id is generated."""
+    seams = sorted({s for r in SEAM_RANKS for s in vocab_seams(vocab, r)})
+    biased = st.dictionaries(st.sampled_from(seams), st.sampled_from(BIAS_VALUES),
+                             min_size=1, max_size=len(seams)).map(
+        lambda bias: biased_name(model, bias))
+    return st.one_of(st.just(model), st.just(model), biased)

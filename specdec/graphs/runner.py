@@ -122,7 +122,9 @@ class PhaseRunner:
 
     # -- run ----------------------------------------------------------------------------
     def run(self, live: dict[str, torch.Tensor], bs: int) -> dict[str, torch.Tensor]:
-        """Outputs for the bs live requests, as fresh tensors (never the graph's buffers)."""
+        """Outputs for the bs live requests, as fresh tensors (never the graph's buffers).
+        Index space: lanes of the padded size; lane b < bs is batch position b, lanes bs.. are
+        padding (reserved row 0). Outputs are cut back to batch positions."""
         self.last_ran_graph = self.can_run(bs)
         if faults.on("tp_rank_divergent_padding") and self.tp_rank > 0:
             self.last_ran_graph = False  # a worker falls back to eager where rank 0 replays

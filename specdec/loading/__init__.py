@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from specdec.config import MODEL_SHAPES, ModelConfig
+from specdec.config import MODEL_SHAPES, ModelConfig, is_shape_name, model_config
 from specdec.loading.config import read_config
 from specdec.loading.draft import load_drafter
 from specdec.loading.eagle import is_eagle_dir, load_eagle_head, save_eagle_head
@@ -28,7 +28,7 @@ def is_checkpoint_dir(model) -> bool:
     if not isinstance(model, (str, os.PathLike)):
         return False
     name = os.fspath(model)
-    return name not in MODEL_SHAPES and os.path.isdir(name)
+    return not is_shape_name(name) and os.path.isdir(name)
 
 
 def resolve_model_config(model) -> ModelConfig:
@@ -39,8 +39,8 @@ def resolve_model_config(model) -> ModelConfig:
         raise ValueError(f"model={model!r}: expected a shape name, a checkpoint directory or "
                          "a ModelConfig")
     name = os.fspath(model)
-    if name in MODEL_SHAPES:
-        return MODEL_SHAPES[name]
+    if is_shape_name(name):
+        return model_config(name)
     if os.path.isdir(name):
         if is_eagle_dir(name):
             raise ValueError(f"model={name!r} is an EAGLE head, not a target model: pass it "

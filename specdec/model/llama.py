@@ -110,6 +110,12 @@ class LlamaModel(nn.Module):
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.lm_head = None if cfg.tie_word_embeddings else nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         self.rope = RotaryEmbedding.for_config(cfg)
+        bias = None
+        if cfg.logit_bias:  # not a weight: seeded init and checkpoints leave it alone
+            bias = torch.zeros(cfg.vocab_size)
+            for tok, value in cfg.logit_bias:
+                bias[tok] = value
+        self.register_buffer("logit_bias", bias, persistent=False)
 
     @property
     def lm_head_weight(self) -> torch.Tensor:
@@ -119,6 +125,8 @@ class LlamaModel(nn.Module):
         """Full-vocabulary logits: sharded, each rank's rows gathered before any argmax,
         top-k or sampling reads them."""
         logits = F.linear(h, self.lm_head_weight).float()
+        if self.logit_bias is not None:  # this rank's rows of it, once sharded
+            logits = logits + self.logit_bias.float()
         if self.tp is None or faults.on("tp_vocab_shard_argmax_local"):
             return logits  # the fault: the local shard's logits, its indices taken as tokens
         return self.tp.gather_last(logits, self.cfg.vocab_size)

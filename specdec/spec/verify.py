@@ -98,7 +98,13 @@ class Verifier:
         min(1, p/q), recover from norm(max(0, p - q)). Top-token drafts: the target-only tree
         rule (their draft probs are zero). retrieve_index stays global, so the kernels write
         predict in place; accept_index and accept_num come back per sampled row and are
-        scattered to their batch rows."""
+        scattered to their batch rows.
+
+        Index spaces: predict, accept_index, accept_num and cand/retrieve_index are by batch
+        position (predict and accept_index hold batch tree nodes b * ndt + j); probs, q,
+        sub_index, sub_num and sub_predict by subset position i (batch position rows[i]);
+        the chain kernel's sub_index holds subset nodes i * ndt + j, mapped back to batch
+        nodes before the scatter."""
         rows, ndt = bsamp.rows, self.spec.ndt
         probs = target_probs(logits.reshape(-1, ndt, logits.shape[-1])[rows], bsamp)
         predict.view(-1, ndt)[rows] = 0  # drop the greedy walk's entries for these rows

@@ -80,6 +80,9 @@ def shard_model(model: nn.Module, comm: TPComm) -> nn.Module:
         _shard_vocab(model.embed_tokens, comm)
         if model.lm_head is not None:
             _shard_vocab(model.lm_head, comm)
+        if model.logit_bias is not None:  # a bias on the LM head's rows is split like them
+            first, count = comm.vocab_rows(model.logit_bias.shape[0])
+            model.logit_bias = model.logit_bias[first:first + count].clone()
     elif model.embed_tokens is not None:  # an EAGLE head with its own embedding
         _shard_vocab(model.embed_tokens, comm)
     model.tp = comm
