@@ -233,6 +233,11 @@ class DistConfig:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @property
+    def corners(self) -> tuple:
+        """Counted by `harness check`: greedy requests interleaved with the sampled ones."""
+        return ("mixed_rows",) if self.greedy_every else ()
+
 
 def distribution_configs(graphs=(False, True)):
     n = 2000 if settings._current_profile == "nightly" else 400

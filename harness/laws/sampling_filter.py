@@ -87,6 +87,11 @@ class SamplingFilterCase:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @property
+    def corners(self) -> tuple:
+        """Counted by `harness check`: rows with long flat tails."""
+        return ("tail_rows",) if self.kind == "tail" else ()
+
 
 def sampling_filter_cases():
     """Exact and random rows over small vocabularies, tail rows over large ones (fewer rows:
