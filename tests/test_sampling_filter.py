@@ -104,12 +104,12 @@ def _always_renormalised(logits, temperature, top_k, top_p, cut_k=True, cut_p=Tr
     return probs / probs.sum(-1, keepdim=True)
 
 
-def _failures(cases, check: str) -> list[SamplingFilterCase]:
+def _failures(cases, check: str, device: str = DEVICE) -> list[SamplingFilterCase]:
     """The cases the law fails, each by the named check (a word of its detail)."""
     failed = []
     for case in cases:
         try:
-            prop_sampling_filter(case, DEVICE)
+            prop_sampling_filter(case, device)
         except OracleFailure as exc:
             assert exc.oracle == "sampling_filter"
             assert check in exc.detail, exc.detail
@@ -128,8 +128,11 @@ def test_tail_cases_pass():
                          ids=["top_p_guard_dropped_fp32_mass", "fp32_mass_near_one",
                               "always_renormalised"])
 def test_planted_tail_mistakes_fail(monkeypatch, planted, check):
+    """On the CPU: the float32 rounding these mistakes rely on is the CPU softmax's. On an
+    H100 the CUDA softmax sums a tail more exactly, and _fp32_mass_near_one cut nothing in
+    these cases (2026-11-25); the law is the same Python on either device."""
     monkeypatch.setattr(sampler, "filtered_probs", planted)
-    assert _failures(TAIL_CASES, check), f"{planted.__name__} passed every tail case"
+    assert _failures(TAIL_CASES, check, "cpu"), f"{planted.__name__} passed every tail case"
 
 
 def test_old_strategy_misses_the_near_one_cut(monkeypatch):
@@ -140,5 +143,5 @@ def test_old_strategy_misses_the_near_one_cut(monkeypatch):
     that the support check exists: random rows have tokens of probability < 1e-7, whose
     rounded mass before reaches 1.0; the old law, with its 1e-5 tolerance, missed both.)"""
     monkeypatch.setattr(sampler, "filtered_probs", _fp32_mass_near_one)
-    assert not _failures(OLD_CASES, "support")
-    assert _failures(TAIL_CASES, "support")
+    assert not _failures(OLD_CASES, "support", "cpu")  # the CPU: see the test above
+    assert _failures(TAIL_CASES, "support", "cpu")
