@@ -1,4 +1,4 @@
-"""The bug zoo: one module per historical fault (conventions section 9), each defining CASE.
+"""The bug zoo: one module per historical fault (contract section 9), each defining CASE.
 
 `CASES` maps fault name -> Case, in the registry's order. `python -m harness zoo` and the
 meta-test `pytest cases/` prove the ordinary property suite catches every one."""

@@ -29,6 +29,8 @@ class Case:
 
 
 def run(topk: int, steps: int, ndt: int, *, draft: str = "eagle", bs: int = 2,
-        page_size: int = 1, graph: bool = False, seed: int = 3) -> RunConfig:
+        page_size: int = 1, graph: bool = False, seed: int = 3,
+        graph_bs: tuple = RunConfig.graph_bs) -> RunConfig:
     """The zoo's engine runs: tiny model, fp32, prompts up to 12 tokens, 8 new tokens."""
-    return RunConfig(topk, steps, ndt, page_size, draft, bs, 12, 8, seed, cuda_graph=graph)
+    return RunConfig(topk, steps, ndt, page_size, draft, bs, 12, 8, seed, cuda_graph=graph,
+                     graph_bs=graph_bs)

@@ -3,7 +3,7 @@
 Each fault is one line at the exact place where the engine could make that mistake
 (`if faults.on("name"): ...`), off by default; checking one is a lookup in a frozenset.
 Switch faults on with SPECDEC_FAULTS=name[,name] (read at import), `with faults.active(...)`,
-or pytest's `--faults name`. conventions section 9 lists the classes.
+or pytest's `--faults name`. docs/contract.md section 9 lists the classes.
 
 A leaf: it imports nothing of ours, so every layer (kernels, engine, harness) reads the
 same switches.
@@ -55,7 +55,7 @@ REGISTRY: dict[str, Fault] = {f.name: f for f in [
           "draft KV of accepted tokens not rewritten after accept"),
     Fault("recovered_token_out_of_vocab", "vLLM GHSA-8wr5-jm2h-8r4f / vLLM PR #21876",
           "recovered-token draw over a NaN / all-zero residual returns an id >= vocab_size"),
-    # Zoo v2: the 2025-2026 classes (shared/spec/bugs-2026.md).
+    # Zoo v2: the 2025-2026 classes (docs/contract.md section 9; each story: cases/<name>.py).
     Fault("finish_cap_before_stop", "SGLang #33758",
           "the max_new_tokens cap is applied before the stop check: a multi-token accept emits "
           "tokens past an earlier stop token"),
@@ -82,7 +82,7 @@ REGISTRY: dict[str, Fault] = {f.name: f for f in [
     Fault("tp_idle_rank_dummy_writes", "vLLM #56734 (idle DP rank dummy batch)",
           "a worker rank's idle (padded) lanes run through its last live request row, writing "
           "KV and draft state into that request's shard"),
-    # Overlap scheduling (conventions section 10).
+    # Overlap scheduling (contract section 10).
     Fault("overlap_early_free", "SGLang overlap scheduler (deferred free)",
           "when round i resolves, pages past the committed length are freed although round "
           "i+1, in flight, was reserved into them and may commit there"),
@@ -94,7 +94,7 @@ REGISTRY: dict[str, Fault] = {f.name: f for f in [
     Fault("overlap_finish_late_tokens", "SGLang overlap scheduler (finished in round i)",
           "the extra round's results of a request that finished in round i are applied to it "
           "(tokens appended, lengths and statistics advanced)"),
-    # The prefix cache (conventions section 11).
+    # The prefix cache (contract section 11).
     Fault("eagle_prefix_not_bigram_aligned", "SGLang #10846",
           "the EAGLE prefix tree is keyed by tokens, not bigrams: a cached draft row at the "
           "prefix boundary is reused although the token after it differs"),

@@ -1,7 +1,7 @@
 """Triton kernels, each beside a plain-torch reference with the same signature.
 
 `X` is the Triton kernel (compiled on CUDA, interpreted on CPU), `X_ref` the reference.
-Signatures and semantics: conventions section 6 and docs/kernels.md.
+Signatures and semantics: docs/contract.md section 6 and docs/kernels.md.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Cache-location kernels: req_to_token <-> out_cache_loc, and the draft slot layout.
 
-See docs/kernels.md (cache locations) and conventions section 4. One Triton program per
+See docs/kernels.md (cache locations) and contract section 4. One Triton program per
 request. Each program computes its request's packed start in out_cache_loc (the exclusive
 cumsum of the earlier requests' lengths) itself, and loop bounds are read from memory: one
 launch, no host sync, safe inside CUDA graph capture.
@@ -145,7 +145,7 @@ def assign_draft_cache_locs(req_pool_indices, req_to_token, seq_lens, out_cache_
 
 def assign_draft_cache_locs_ref(req_pool_indices, req_to_token, seq_lens, out_cache_loc,
                                 source_cache_loc, target_cache_loc, topk, num_steps, page_size):
-    """Plain torch: the conventions section 4 formula, vectorized over [bs, topk, steps]."""
+    """Plain torch: the contract section 4 formula, vectorized over [bs, topk, steps]."""
     bs = seq_lens.shape[0]
     dev = seq_lens.device
     rows = req_to_token[req_pool_indices.long()].long()  # [bs, max_context]

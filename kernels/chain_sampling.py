@@ -5,7 +5,7 @@ Node 0 of `candidates` is the root (the pending bonus token), node j+1 the child
 For j = 0 .. ndt-2, with d = candidates[b, j+1], p = target_probs[b, j, d] and
 q = draft_probs[b, j, d]: accept iff `coin_j * q * threshold_acc < p` (fp32, multiplied in
 that order), i.e. with probability min(1, p / q); p == 0 is never accepted (coins lie in
-[0, 1), conventions section 12), q == 0 < p always is. The walk stops at the first
+[0, 1), contract section 12), q == 0 < p always is. The walk stops at the first
 rejection; n = accepted drafts. The final token is drawn from norm(max(0, p_n - q_n)) (the
 rows of node n) after a rejection, from the target row ndt-1 alone when all were accepted,
 with the fixed-point two-pass draw of kernels/sampling.py (`_final_draw`: same

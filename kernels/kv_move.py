@@ -1,6 +1,6 @@
 """Move KV rows inside pool buffers: `buf[tgt_loc] = buf[src_loc]` for every buffer.
 
-See docs/kernels.md (move_kv_cache) and conventions section 7. Ranges may overlap (a target
+See docs/kernels.md (move_kv_cache) and contract section 7. Ranges may overlap (a target
 can also be a source), so every source row is gathered into a temporary by one launch before
 a second launch scatters it: a single in-place pass would read rows it already overwrote
 (the `kv_move_in_place` bug). Grids depend on shapes only, so the wrapper is graph safe.

@@ -3,7 +3,7 @@
 Walk: as SGLang, in fp32 (prob_acc accumulates fp32; the division is round-to-nearest so
 GPU and reference agree bit for bit). Rows of target_probs/draft_probs are node local:
 row (b, node). A candidate is accepted iff `coin < prob_acc / threshold_acc` (strict: coins
-lie in [0, 1), so a candidate of target probability 0 is never taken, conventions section
+lie in [0, 1), so a candidate of target probability 0 is never taken, contract section
 12) or `p >= threshold_single` with p > 0. A rejected sibling's draft prob is overwritten
 with its target prob, so the final residual relu(q - p) excludes tokens already tried.
 The fault `coin_le_cdf_accepts_zero_prob` (SGLang #35798) compares `<=` here and `>=` in

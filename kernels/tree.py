@@ -1,4 +1,4 @@
-"""Tree construction for verify: mask, positions and retrieve links (conventions section 6).
+"""Tree construction for verify: mask, positions and retrieve links (contract section 6).
 
 Semantics follow SGLang's `build_tree_efficient` (sgl-kernel eagle_utils.cu). Node 0 is the
 root (bonus token); node i >= 1 is global candidate `top_scores_index[b, i-1]` (ascending,

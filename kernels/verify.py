@@ -1,4 +1,4 @@
-"""Greedy tree verification (SGLang's VerifyTreeGreedy), conventions section 6.
+"""Greedy tree verification (SGLang's VerifyTreeGreedy), contract section 6.
 
 Per request: walk from the root; at each depth take the first child, in sibling order,
 whose token equals the target's greedy prediction at the last accepted node. Every write is

@@ -30,7 +30,7 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         for entry in self.logit_bias:
-            tok, value = entry
+            tok, value = entry if isinstance(entry, tuple) and len(entry) == 2 else (None, 0.0)
             if not (isinstance(tok, int) and 0 <= tok < self.vocab_size and math.isfinite(value)):
                 raise ValueError(f"logit_bias entry {entry!r}: expected (token id in "
                                  f"[0, {self.vocab_size}), finite value)")
@@ -86,7 +86,7 @@ def model_config(name: str) -> ModelConfig:
         return MODEL_SHAPES[base]
     entries = []
     for item in bias.split(","):
-        tok, eq, value = item.partition("=")
+        tok, _, value = item.partition("=")
         try:
             entries.append((int(tok), float(value)))
         except ValueError:
@@ -111,7 +111,7 @@ class SpecConfig:
 
     draft_sampling: "greedy" drafts the draft's top tokens; "probabilistic" samples a chain's
     drafts (topk 1) from the draft's filtered distribution q for sampled requests and accepts
-    with probability min(1, p/q) (conventions section 12). Trees keep the target-only rule."""
+    with probability min(1, p/q) (contract section 12). Trees keep the target-only rule."""
 
     topk: int = 1
     num_steps: int = 3

@@ -75,7 +75,7 @@ class Engine:
         (torchrun: LOCAL_RANK). tp_check: every rank's state and graph decisions are
         compared with rank 0's at each call (specdec/tp/replicate.py). close() (or `with`)
         frees the workers for the next tensor-parallel Engine of this process.
-        overlap: queue round i+1 before reading round i's results (conventions section 10;
+        overlap: queue round i+1 before reading round i's results (contract section 10;
         specdec/overlap.py): the same tokens, the host's work hidden behind the GPU's.
         prefix_cache: a radix prefix cache (specdec/prefix_cache) shared by target and draft
         KV; finished requests give it their committed pages, and so do retracted ones when

@@ -1,4 +1,4 @@
-"""Overlap scheduling (conventions section 10): the device-side state that round i+1 derives
+"""Overlap scheduling (contract section 10): the device-side state that round i+1 derives
 its inputs from, and a launched round whose results are still on their way to the host.
 
 With `Engine(overlap=True)` the scheduler queues round i+1 before it reads round i's results.

@@ -1,4 +1,4 @@
-"""Every random number the engine draws, written down in one place (conventions section 12).
+"""Every random number the engine draws, written down in one place (contract section 12).
 
 Three streams, never shared, each a CPU torch.Generator seeded from (request seed, stream,
 position) and moved to the device afterwards:

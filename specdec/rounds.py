@@ -1,5 +1,5 @@
 """One step of generation: prefill, a plain decode step, or a speculative round
-(conventions section 2)."""
+(contract section 2)."""
 from __future__ import annotations
 
 import torch

@@ -45,7 +45,7 @@ def batch_sampling(reqs, engine_seed: int, positions: list[int], n_accept: int, 
     """None when every request is greedy. positions[i]: where request i's first new token goes
     (the coins' key, with its seed: specdec/random_streams.py).
 
-    Overlap (conventions section 10): when the host does not know that position yet (the
+    Overlap (contract section 10): when the host does not know that position yet (the
     round before is in flight), `spans[i]` candidates positions[i] + c, c < spans[i], are
     drawn on the host and the device picks candidate `offsets[i]` (a device tensor over the
     whole batch): the coins are those the synchronous engine draws, bit for bit."""

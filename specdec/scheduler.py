@@ -9,7 +9,7 @@ the front of the waiting queue; on readmission the prefill runs over prompt + co
 output, with the pending bonus token kept pending, which rebuilds target KV, draft KV and
 the draft's carried state.
 
-Overlap (`Engine(overlap=True)`, conventions section 10): step() launches round i+1, then
+Overlap (`Engine(overlap=True)`, contract section 10): step() launches round i+1, then
 resolves round i (waits for its results, appends tokens, finishes requests). A request that
 finished in round i has already been launched into round i+1: those tokens are discarded,
 and its pages and request row are released when round i+1 resolves (`deferred`), never while

@@ -9,7 +9,7 @@ from specdec.config import SpecConfig
 
 
 def reserve_margin(spec: SpecConfig | None, page_size: int, overlap: bool = False) -> int:
-    """Positions past the committed length that one step may reserve (conventions section 4).
+    """Positions past the committed length that one step may reserve (contract section 4).
     Overlap (section 10): a request that finished in a round still runs the next one, whose
     reservation assumes every draft of the finishing round accepted: one round more."""
     extra = (1 if spec is None else spec.ndt) if overlap else 0

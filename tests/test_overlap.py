@@ -1,4 +1,4 @@
-"""Overlap scheduling's ordering rules and bad input (conventions section 10); the token /
+"""Overlap scheduling's ordering rules and bad input (contract section 10); the token /
 KV / accounting equality with the synchronous engine is the law overlap_equals_sync
 (harness/laws/overlap_equals_sync.py, drawn in tests/test_properties.py)."""
 from __future__ import annotations

@@ -360,7 +360,7 @@ def test_nonvacuous_compaction_index_wrong():
 
 @pytest.mark.parametrize("bs,i", [(1, 1), (3, 1), (2, 4)])
 def test_chain_selection_is_the_general_rule_with_one_child(bs, i):
-    """topk 1 (a chain): select_top_k_tokens's shortcut gives what conventions section 5 asks of
+    """topk 1 (a chain): select_top_k_tokens's shortcut gives what contract section 5 asks of
     step i >= 1: the only child is kept (its token, the branch's hidden state), its score is
     the parent's times its probability, and its parent's global index is
     topk*topk*(i-1) + topk + 0 = i. The general rule (topk > 1) is checked on real trees

@@ -1,4 +1,4 @@
-"""The overlap oracle (conventions section 10): overlap scheduling changes when the host reads
+"""The overlap oracle (contract section 10): overlap scheduling changes when the host reads
 a round's results, never what the engine computes.
 
 Observables: the tokens, committed KV bytes, per-request resolved rounds and statistics of

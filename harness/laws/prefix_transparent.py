@@ -1,4 +1,4 @@
-"""The prefix-cache law: the cache is transparent (conventions section 11).
+"""The prefix-cache law: the cache is transparent (contract section 11).
 
 Observables: outputs with the cache and without it, accounting and live KV after every
 step. References: the engine without the cache, harness/references/dense.py (live KV),

@@ -1,5 +1,5 @@
 """Law radix_tree: the prefix cache's radix tree is a map from held page paths to pages, with
-reference counts and LRU eviction of unreferenced leaves (conventions section 11).
+reference counts and LRU eviction of unreferenced leaves (contract section 11).
 
 The tree (specdec/prefix_cache/tree.py) compresses runs of page keys into nodes and splits
 them on demand; the model here (harness/references/radix_model.py) keeps one entry per

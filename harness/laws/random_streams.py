@@ -1,4 +1,4 @@
-"""Random streams (conventions section 12): the engine's draft noise, acceptance coins and
+"""Random streams (contract section 12): the engine's draft noise, acceptance coins and
 final coins, as `specdec.sampler.batch_sampling` builds them for a round.
 
 Observables: the noise and coins batch_sampling draws for a batch. Reference: the uniform

@@ -1,6 +1,6 @@
 """Kernel property: edge coins never emit a token of filtered probability 0.
 
-Conventions section 12: coins lie in [0, 1) and every comparison against them is strict, so
+Contract section 12: coins lie in [0, 1) and every comparison against them is strict, so
 a token of filtered probability 0 is never emitted, not even by coin 0.0 (SGLang #35798:
 `coin <= cdf` let coin 0 select a leading token of probability 0) nor by the largest
 float32 below 1. Checked on the three samplers of the engine: the tree target-only kernel

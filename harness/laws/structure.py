@@ -47,7 +47,7 @@ def _by_mode(rnd, mode):
 
 
 def check_round_structure(rnd, n: int, s: SpecShape) -> None:
-    """Draft positions (conventions section 3: forward i runs at prefix + i, the increment after
+    """Draft positions (contract section 3: forward i runs at prefix + i, the increment after
     the forward), draft write slots per step and the slots each draft row reads (section 4),
     tree = ancestor closure with positions seq_len + depth and children linked in node order
     (section 6), verify write slots, greedy acceptance and the accepted-token layout (stride

@@ -1,4 +1,4 @@
-"""Law structure_under_churn (oracle 1 under continuous batching; conventions section 8).
+"""Law structure_under_churn (oracle 1 under continuous batching; contract section 8).
 
 Whatever batches ran before, every round keeps oracle 1's structure (harness/laws/structure.py:
 positions, write and read slots, tree, acceptance, compaction) and every graph replay's

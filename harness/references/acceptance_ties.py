@@ -1,11 +1,11 @@
 """Is a round's accept length decided at a near-tie? An independent re-derivation, from the
 round's recorded logits (specdec/trace.py), of every choice that sets it: the draft's top-k
 per row, the tree's top-k of cumulative scores per step and its top-(ndt-1) nodes
-(conventions section 5), and the target's greedy argmax along the accepted path (section 6).
+(contract section 5), and the target's greedy argmax along the accepted path (section 6).
 
 Two correct paths (eager and graph, other batch shapes) may compute logits a few ulps apart;
 where one of those choices is closer than the tie epsilon, they may pick differently and
-accept different lengths, and that is benign (harness.md oracle 6). Everything is in log
+accept different lengths, and that is benign (oracle 6, docs/contract.md). Everything is in log
 space: a logit gap d between two tokens is a log-probability gap d, and cumulative scores
 (products of probabilities) are sums of log-probabilities: a score of depth k carries k
 rows' rounding, so its gaps are divided by k, and one epsilon (TIE_EPS, logit units) serves

@@ -1,6 +1,6 @@
 """Independent references. Nothing here calls the code under test's bookkeeping: no paged KV,
 no attention metadata, no layout helper, no kernel. Each is written plainly from the
-conventions (shared/spec/conventions.md)."""
+contract (docs/contract.md)."""
 from __future__ import annotations
 
 import dataclasses

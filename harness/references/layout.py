@@ -1,6 +1,6 @@
-"""Independent reference for positions and slots (conventions sections 3 and 4).
+"""Independent reference for positions and slots (contract sections 3 and 4).
 
-Plain Python: ints, lists and loops, re-derived from shared/spec/conventions.md. Nothing here
+Plain Python: ints, lists and loops, re-derived from docs/contract.md. Nothing here
 imports or calls `specdec` or `kernels`: a reference that calls the code under test checks
 nothing. Every function states its law in its docstring.
 

@@ -1,4 +1,4 @@
-"""Tie handling (harness.md oracle 6): near-equal top-2 logits may flip between two correct
+"""Tie handling (oracle 6, docs/contract.md): near-equal top-2 logits may flip between two correct
 runs; a divergence there is benign and ends the comparison, any other is a failure."""
 from __future__ import annotations
 

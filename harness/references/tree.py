@@ -1,8 +1,8 @@
 """Independent reference for the verify tree, greedy acceptance and compaction
-(conventions sections 5, 6 and 7).
+(contract sections 5, 6 and 7).
 
 Plain Python over ONE request at a time: ints, lists, dicts and loops, re-derived from
-shared/spec/conventions.md. Nothing here imports or calls `specdec` or `kernels`. Node 0 is
+docs/contract.md. Nothing here imports or calls `specdec` or `kernels`. Node 0 is
 the root (the pending bonus token); node i >= 1 is global candidate `top_scores_index[i-1]`.
 Every index here is LOCAL to the request (0 .. ndt-1), never the kernels' flat b*ndt + t.
 """

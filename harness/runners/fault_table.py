@@ -1,8 +1,8 @@
 """`python -m harness acceptance --fault-table`: the first zoo's draft-side faults against the
 acceptance laws alone.
 
-Draft-side bugs reach users as lower acceptance, not as wrong tokens (harness.md). For each
-fault (conventions section 9, first table), switched on alone: the accept length of each
+Draft-side bugs reach users as lower acceptance, not as wrong tokens (docs/contract.md). For each
+fault (contract section 9, first table), switched on alone: the accept length of each
 configuration along each path, against the same configuration's without the fault, and the
 verdicts of acceptance_floor and acceptance_path_invariant only (no structural, KV-content or
 self-draft oracle runs here). A fault is caught when either law fails on some path; an

@@ -1,4 +1,4 @@
-"""The Hypothesis profiles (shared/spec/harness.md) and which one a run uses.
+"""The Hypothesis profiles (docs/contract.md, Tiers and profiles) and which one a run uses.
 
 Used by the pytest plugin (harness/runners/pytest_plugin.py) and by `python -m harness`, so a sweep
 and a test run draw the same number of examples on the same machine."""

@@ -53,7 +53,7 @@ _FOUND = {"lossless_greedy": (2, 2, 2), "self_draft": (2, 2, 2)}
 
 def _runs(**extra):
     """Engine runs: the CPU tier draws smaller runs, the GPU tier the full space and dtypes
-    (harness.md, tiers)."""
+    (docs/contract.md, Tiers and profiles)."""
     def strategy(on_gpu: bool, fixed: dict):
         size = dict(max_batch=10) if on_gpu else dict(max_batch=10, max_prompt_len=24,
                                                        max_new_tokens=16)

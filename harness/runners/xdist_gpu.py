@@ -1,5 +1,6 @@
-"""xdist on GPUs (shared/spec/harness.md): one GPU per worker, a Triton cache per worker, how
-many workers `-n auto` starts, and where the tests that need several GPUs run."""
+"""xdist on GPUs (docs/contract.md, Tiers and profiles): one GPU per worker, a Triton cache
+per worker, how many workers `-n auto` starts, and where the tests that need several GPUs
+run."""
 from __future__ import annotations
 
 import os

@@ -38,7 +38,7 @@ class RunConfig:
     min_prompt_len: int = 1
     draft_max_position: int = 0     # > 0: the drafter's own configured max_position
     tp_size: int = 1                # ranks the target and drafter are sharded over
-    overlap: bool = False           # overlap scheduling (conventions section 10)
+    overlap: bool = False           # overlap scheduling (contract section 10)
     prefix_cache: bool = False      # radix prefix cache on, shared-prefix prompts in waves
     pool_slack: int = -1            # prefix_cache, >= 0: pool = one worst case + this percent
     seams: int = 0                  # > 0: prompts and stop ids hold the ids where a vocabulary
@@ -100,7 +100,7 @@ def spec_shapes():
 GRAPH_BUCKETS = ((1, 2, 3, 4, 6, 8), (4, 8), (8,))  # fine to coarse: batches shrink in a bucket
 DRAFTS = ("eagle", "self", "perturbed", "perturbed:0.1")
 # Temperatures below 0.3 and above 1.5, top-k of 1, small and the vocabulary, top-p cuts
-# inside the head and inside the tail (harness.md oracle 7).
+# inside the head and inside the tail (oracle 7, docs/contract.md).
 TEMPERATURES = (0.2, 0.7, 1.0, 1.8)
 TOP_KS = (0, 1, 5)
 TOP_PS = (1.0, 0.3, 0.95)
@@ -124,9 +124,10 @@ def run_configs(drafts=DRAFTS, page_sizes=(1, 2, 4, 16, 64), max_batch: int = 10
     occur in ordinary runs; ragged lengths and stop tokens make batches shrink inside a
     captured bucket. `sampled`: requests may sample (drawn temperature, top-k, top-p, with
     greedy or probabilistic drafting), all of the batch or a mix of sampled and greedy
-    requests (SAMPLED_ROWS; "mixed": never all of it, MIXED_ROWS); `stops`: a stop token may be drawn. `prefix`: the prefix-cache
-    axis (shared-prefix prompts in waves, a pool from tight to ample). The model: `model`, or
-    it with a logit bias toward its vocabulary's seams (vocab_seams.seam_models)."""
+    requests (SAMPLED_ROWS; "mixed": never all of it, MIXED_ROWS); `stops`: a stop token may
+    be drawn. `prefix`: the prefix-cache axis (shared-prefix prompts in waves, a pool from
+    tight to ample). The model: `model`, or it with a logit bias toward its vocabulary's
+    seams (vocab_seams.seam_models)."""
     sampling = (st.tuples(st.sampled_from((0.0,) + TEMPERATURES), st.sampled_from(TOP_KS),
                           st.sampled_from(TOP_PS), st.sampled_from(("greedy", "probabilistic")),
                           st.sampled_from(MIXED_ROWS if sampled == "mixed" else SAMPLED_ROWS))

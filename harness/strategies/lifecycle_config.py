@@ -31,7 +31,7 @@ class LifecycleConfig:
     model: str = "tiny"
     dtype: str = "float32"
     graph_bs: tuple = (1, 2, 4)
-    overlap: bool = False     # overlap scheduling (conventions section 10)
+    overlap: bool = False     # overlap scheduling (contract section 10)
     prefix_cache: bool = False  # radix prefix cache; the machine then also shares prefixes
 
     def to_dict(self) -> dict:

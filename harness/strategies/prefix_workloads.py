@@ -1,4 +1,4 @@
-"""Shared-prefix workloads for the prefix cache (conventions section 11): prompts drawn from a
+"""Shared-prefix workloads for the prefix cache (contract section 11): prompts drawn from a
 seed that repeat, extend or continue earlier ones, or diverge from them at, one before or
 one after a page boundary; served in waves, because a cached prefix is only reused once the
 request that computed it has finished (or was retracted). Requests of one wave run

@@ -25,7 +25,7 @@ class ForwardBatch:
 
     `kv_prefix_lens` counts the KV positions that precede this forward's rows in the pool the
     forward writes: the committed length for target forwards, the draft's own prefix length for
-    draft forwards (conventions section 3: the EAGLE draft is shifted by one, a standalone draft
+    draft forwards (contract section 3: the EAGLE draft is shifted by one, a standalone draft
     is not). `seq_lens` is always the committed target length.
     """
 

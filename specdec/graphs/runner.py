@@ -1,7 +1,7 @@
 """One runner for every captured phase: static buffers, buckets, padding, capture, replay.
 
 A phase (specdec/spec/phases.py) declares its inputs and a forward function over a dict of
-buffers. The runner pads live inputs to a bucket size (conventions section 8), and either
+buffers. The runner pads live inputs to a bucket size (contract section 8), and either
 replays the captured graph of that bucket or runs the phase eagerly; in batch-invariant eager
 mode the eager path pads to the same buckets, so both run identical shapes. What a phase can
 derive on the device from its inputs (write slots from req_to_token, say) it derives in

@@ -99,7 +99,7 @@ class LlamaModel(nn.Module):
     """Target (and standalone draft). forward returns (logits of `logit_rows`, hidden states);
     the hidden states are post-final-norm, the input the EAGLE head consumes."""
 
-    shifted = False  # as a drafter: row at position p consumes token p (conventions section 3)
+    shifted = False  # as a drafter: row at position p consumes token p (contract section 3)
     tp = None  # a TPComm once sharded: embedding and LM head hold this rank's vocab rows
 
     def __init__(self, cfg: ModelConfig) -> None:

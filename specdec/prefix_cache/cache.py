@@ -1,5 +1,5 @@
 """The prefix cache seen from the memory manager: which pages a new request may reuse, what
-a leaving request gives to the tree, eviction and flush (conventions section 11).
+a leaving request gives to the tree, eviction and flush (contract section 11).
 
 Reuse length L of a request whose prefill runs over n tokens (prompt, plus the committed
 output of a resumed request), page aligned:

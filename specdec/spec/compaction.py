@@ -1,4 +1,4 @@
-"""Moving the accepted tree path to the front (conventions section 7; SGLang PR #26997)."""
+"""Moving the accepted tree path to the front (contract section 7; SGLang PR #26997)."""
 from __future__ import annotations
 
 import torch

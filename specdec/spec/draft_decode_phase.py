@@ -40,7 +40,7 @@ class DraftDecodePhase(Phase):
         return self.e.draft_backend
 
     def prepare(self, v, size):
-        """Draft write slots (layout [bs, topk, num_steps], conventions section 4) with each
+        """Draft write slots (layout [bs, topk, num_steps], contract section 4) with each
         branch's copy of the prefix tail, and the carried state of each request row (zero on
         padded requests, section 8)."""
         topk, steps, ps = self.topk, self.steps, self.e.page_size
@@ -55,7 +55,7 @@ class DraftDecodePhase(Phase):
                                                out_cache_loc, src, tgt, topk, steps, ps)
         if n_copy and not faults.on("page_tail_not_duplicated"):
             # Page-granular readers see a branch's first page whole: give every branch its
-            # own copy of the prefix tail (conventions section 4).
+            # own copy of the prefix tail (contract section 4).
             self.e.kernels.move_kv_cache(self.e_backend.pool.buffers, tgt, src)
         state, real = self.e.draft_state, (rows > 0)[:, None]  # row 0: reserved, padding
         carried = {"logits": torch.where(real, state.logits[rows], 0.0)} if self.probabilistic else {}
@@ -137,7 +137,7 @@ class DraftDecodePhase(Phase):
 
     def _follow_ancestry(self, per_step, parents, i: int, size: int) -> None:
         """Before forward i, a re-parented branch k takes over its parent branch's draft KV for
-        steps 0..i-1, so each row attends exactly to its own ancestors (conventions section 4)."""
+        steps 0..i-1, so each row attends exactly to its own ancestors (contract section 4)."""
         rows = per_step[:i].view(i, size, self.topk)
         src = torch.gather(rows, 2, parents.unsqueeze(0).expand(i, size, self.topk))
         self.e.kernels.move_kv_cache(self.e_backend.pool.buffers, rows.reshape(-1), src.reshape(-1))

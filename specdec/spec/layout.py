@@ -1,4 +1,4 @@
-"""The draft's slot layout (conventions section 4), written down once.
+"""The draft's slot layout (contract section 4), written down once.
 
 Every consumer of the multi-step draft layout imports from here: the worker, the attention
 metadata and the graph runners. The harness's reference re-derives it independently.

@@ -1,4 +1,4 @@
-"""Draft candidate selection (conventions section 5), SGLang's algorithm."""
+"""Draft candidate selection (contract section 5), SGLang's algorithm."""
 from __future__ import annotations
 
 import torch

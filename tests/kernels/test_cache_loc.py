@@ -70,7 +70,7 @@ def test_assign_extend_cache_locs(case):
 
 
 def draft_locs_loop(req, r2t, seq_lens, topk, num_steps, page_size):
-    """Conventions section 4 written as a loop over (b, k, s) and the tail lanes (b, k, j)."""
+    """Contract section 4 written as a loop over (b, k, s) and the tail lanes (b, k, j)."""
     out, src, tgt = [], [], []
     for r, seq_len in zip(req.tolist(), seq_lens.tolist()):
         row = r2t[r].tolist()
@@ -119,7 +119,7 @@ def draft_cases(draw):
 @settings(deadline=None)
 @given(case=draft_cases())
 def test_assign_draft_cache_locs(case):
-    """Triton == reference == the per-(b, k, s) loop of the conventions' formula."""
+    """Triton == reference == the per-(b, k, s) loop of the contract's formula."""
     want = draft_locs_loop(*case)
     assert run_draft(assign_draft_cache_locs_ref, *case) == want
     assert run_draft(assign_draft_cache_locs, *case) == want

@@ -227,7 +227,7 @@ def test_first_token_distribution_is_target(seed, k):
 
 @pytest.mark.parametrize("fault", [False, True])
 def test_coin_zero_never_takes_zero_probability(fault):
-    # Conventions section 12: coins lie in [0, 1), comparisons are strict. Coin 0 with a
+    # Contract section 12: coins lie in [0, 1), comparisons are strict. Coin 0 with a
     # draft of target probability 0 (and a leading zero in the row) must neither accept the
     # draft nor draw token 0; `coin_le_cdf_accepts_zero_prob` (SGLang #35798) does both.
     import faultpoints as faults

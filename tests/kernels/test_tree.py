@@ -27,7 +27,7 @@ def tree_shapes(draw):
 
 
 def draft_tree(bs, topk, steps, ndt, seed, vocab=50):
-    """Conventions section 5 in plain torch: select_top_k_tokens per step, then
+    """Contract section 5 in plain torch: select_top_k_tokens per step, then
     organize_draft_results. Also returns the true parent of every global candidate."""
     gen = torch.Generator(device=DEVICE).manual_seed(seed)
 
