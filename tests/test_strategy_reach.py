@@ -129,17 +129,14 @@ def test_mixed_batch_control_missed_by_homogeneous_batches_caught_by_mixed(monke
         assert any(_fails(_mixed_run(rows, s)) for s in range(4)), rows
 
 
-@settings(max_examples=60, deadline=None)
-@given(cfg=run_configs(sampled=True))
-def test_run_configs_draw_both_new_axes(cfg):
-    """Both axes are drawn by the ordinary strategy (counted over the run below)."""
-    _DRAWN[(cfg.sampled_rows if cfg.temperature > 0 else "greedy", "+bias:" in cfg.model)] += 1
+def test_run_configs_draw_mixes_and_biases():
+    """The ordinary strategy draws both new axes: biased models, and every mixed pattern."""
+    drawn = collections.Counter()
 
-
-_DRAWN: collections.Counter = collections.Counter()
-
-
-def test_run_configs_drew_mixes_and_biases():
-    test_run_configs_draw_both_new_axes()
-    assert any(biased for _, biased in _DRAWN), _DRAWN
-    assert {rows for rows, _ in _DRAWN} >= {"odd", "last", "all_but_one"}, _DRAWN
+    @settings(max_examples=60, deadline=None, database=None)
+    @given(cfg=run_configs(sampled=True))
+    def draw(cfg):
+        drawn[(cfg.sampled_rows if cfg.temperature > 0 else "greedy", "+bias:" in cfg.model)] += 1
+    draw()
+    assert any(biased for _, biased in drawn), drawn
+    assert {rows for rows, _ in drawn} >= {"odd", "last", "all_but_one"}, drawn
