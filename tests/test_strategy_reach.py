@@ -23,7 +23,7 @@ from harness.laws.lossless_greedy import prop_lossless_greedy
 from harness.strategies.configs import SAMPLED_ROWS, RunConfig, run_configs
 from harness.strategies.drawn_run import build_engine, run, sampling_for
 from harness.strategies.runs import default_device
-from harness.strategies.vocab_seams import SEAM_RANKS, vocab_seams
+from harness.strategies.vocab_seams import SEAM_RANKS, seam_corner, vocab_seams
 from specdec import rounds, sampler
 
 DEVICE = default_device()
@@ -136,7 +136,7 @@ def test_run_configs_draw_mixes_and_biases():
     @settings(max_examples=60, deadline=None, database=None)
     @given(cfg=run_configs(sampled=True))
     def draw(cfg):
-        drawn[(cfg.sampled_rows if cfg.temperature > 0 else "greedy", "+bias:" in cfg.model)] += 1
+        drawn[(cfg.sampled_rows if cfg.temperature > 0 else "greedy", bool(seam_corner(cfg.model)))] += 1
     draw()
     assert any(biased for _, biased in drawn), drawn
     assert {rows for rows, _ in drawn} >= {"odd", "last", "all_but_one"}, drawn

@@ -109,7 +109,10 @@ def sample_pairs(engine, prompt: list[int], n: int, temperature: float, top_k: i
                   for i in kinds]
         outs = engine.generate([list(prompt)] * len(kinds), max_new_tokens=2, sampling=params)
         for b, (i, o) in enumerate(zip(kinds, outs)):
-            (greedy.append((b, (o[0], o[1]))) if i is None else pairs.append((o[0], o[1])))
+            if i is None:
+                greedy.append((b, (o[0], o[1])))
+            else:
+                pairs.append((o[0], o[1]))
     return pairs, greedy
 
 

@@ -7,8 +7,7 @@ from dataclasses import asdict, dataclass
 from hypothesis import strategies as st
 
 from harness.strategies.lifecycle_config import small_spec_shapes
-from harness.strategies.vocab_seams import seam_models
-from specdec.config import model_config
+from harness.strategies.vocab_seams import seam_corner, seam_models
 
 
 @dataclass(frozen=True)
@@ -37,7 +36,7 @@ class ChurnConfig:
     @property
     def corners(self) -> tuple:
         """Counted by `harness check`: a model biased toward the vocabulary's seams."""
-        return ("seam_ids",) if "+bias:" in self.model else ()
+        return seam_corner(self.model)
 
 
 def churn_configs(max_batch: int = 6, max_steps: int = 10):
@@ -54,5 +53,5 @@ def churn_configs(max_batch: int = 6, max_steps: int = 10):
             small_spec_shapes(), page_size=st.sampled_from((1, 4, 16)),
             draft=st.sampled_from(("eagle", "self", "perturbed")), graph_bs=buckets,
             sizes=sizes, overlap=st.booleans(), seed=st.integers(0, 2**16),
-            model=seam_models("tiny", model_config("tiny").vocab_size))
+            model=seam_models("tiny"))
     return st.integers(3, max_batch).flatmap(with_batch)

@@ -6,8 +6,8 @@ from dataclasses import asdict, dataclass
 
 from hypothesis import strategies as st
 
-from harness.strategies.vocab_seams import seam_models
-from specdec.config import max_draft_tokens, model_config
+from harness.strategies.vocab_seams import seam_corner, seam_models
+from specdec.config import max_draft_tokens
 
 
 @dataclass(frozen=True)
@@ -69,9 +69,7 @@ class RunConfig:
         """The corners this run reaches that `harness check` counts: a model biased toward
         the vocabulary's seams ("seam_ids"); a batch mixing greedy and sampled requests whose
         sampled rows are not a prefix of it ("mixed_rows"); inputs at the seams ("seam_inputs")."""
-        out = ()
-        if "+bias:" in self.model:
-            out += ("seam_ids",)
+        out = seam_corner(self.model)
         mixed = [self.samples(i) for i in range(self.batch_size)]
         if any(mixed) and not all(mixed):
             out += ("mixed_rows",)
@@ -83,7 +81,7 @@ class RunConfig:
         return (self.topk, self.num_steps, self.page_size, self.draft, self.cuda_graph,
                 self.temperature > 0, self.draft_sampling, self.overlap, self.prefix_cache,
                 self.sampled_rows if self.temperature > 0 else "none",
-                "+bias:" in self.model)
+                bool(seam_corner(self.model)))
 
 
 def spec_shapes():
@@ -141,7 +139,7 @@ def run_configs(drafts=DRAFTS, page_sizes=(1, 2, 4, 16, 64), max_batch: int = 10
         build,
         spec_shapes(),
         sampling,
-        model=seam_models(model, model_config(model).vocab_size),
+        model=seam_models(model),
         page_size=st.sampled_from(page_sizes),
         draft=st.sampled_from(drafts),
         batch_size=st.integers(1, max_batch),
@@ -208,7 +206,7 @@ def tp_configs(tp_sizes=(2,), max_batch: int = 4, max_prompt_len: int = 12,
                                  sampled=True, prefix=(False, True)),
                      st.sampled_from(tp_sizes),
                      st.sampled_from(models).flatmap(
-                         lambda m: seam_models(m, model_config(m).vocab_size)),
+                         seam_models),
                      st.sampled_from((True, True, False))).map(
         lambda c: RunConfig(**{**c[0].to_dict(), "tp_size": c[1], "model": c[2],
                                "seams": c[1] if c[3] else 0,

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from harness.laws.common import OracleFailure
 from harness.strategies.runs import greedy_baseline
-from harness.strategies.vocab_seams import seam_models
-from specdec.config import max_draft_tokens, model_config
+from harness.strategies.vocab_seams import seam_corner, seam_models
+from specdec.config import max_draft_tokens
 from harness.references.ties import compare_greedy
 from specdec import Engine, SpecConfig
 from specdec.validate import reserve_margin
@@ -40,7 +40,7 @@ class LifecycleConfig:
     @property
     def corners(self) -> tuple:
         """Counted by `harness check`: a model biased toward the vocabulary's seams."""
-        return ("seam_ids",) if "+bias:" in self.model else ()
+        return seam_corner(self.model)
 
     @property
     def spec(self) -> SpecConfig:
@@ -93,7 +93,7 @@ def lifecycle_configs(page_sizes=(1, 2, 4, 16), max_prompt_len: int = 12, max_ne
         overlap=st.booleans(),
         prefix_cache=st.booleans(),
         # Rows reused after a finish, an abort or a retraction, with seam ids generated.
-        model=seam_models("tiny", model_config("tiny").vocab_size),
+        model=seam_models("tiny"),
     )
 
 

@@ -11,6 +11,8 @@ import random
 
 from hypothesis import strategies as st
 
+from specdec.config import BIAS_SEP, model_config
+
 
 def vocab_seams(vocab: int, ranks: int) -> list[int]:
     """0, V - 1, and the first and last id of every rank's shard."""
@@ -50,16 +52,22 @@ def biased_name(model: str, bias: dict[int, float]) -> str:
     """The engine's name for `model` with a logit bias (specdec.config.model_config)."""
     if not bias:
         return model
-    return f"{model}+bias:" + ",".join(f"{t}={v:g}" for t, v in sorted(bias.items()))
+    return model + BIAS_SEP + ",".join(f"{t}={v:g}" for t, v in sorted(bias.items()))
 
 
-def seam_models(model: str, vocab: int):
+def seam_corner(model: str) -> tuple:
+    """("seam_ids",) for a model biased toward seams (a corner `harness check` counts)."""
+    return ("seam_ids",) if BIAS_SEP in model else ()
+
+
+def seam_models(model: str):
     """`model` as it is, or (about one draw in three) with a logit bias toward a drawn
     non-empty subset of its seams (vocab_seams over SEAM_RANKS), each at a drawn strength.
     The bias sits in the LM head, so the target and every drafter that shares or copies it
     (eagle, self, perturbed) emit seam ids: first tokens, drafts accepted and rejected, bonus
     tokens. An engine that gives an id a second meaning (a sentinel, 'no token', -1 padding
     compared with > 0, a shard's edge) fails only when that id is generated."""
+    vocab = model_config(model).vocab_size
     seams = sorted({s for r in SEAM_RANKS for s in vocab_seams(vocab, r)})
     biased = st.dictionaries(st.sampled_from(seams), st.sampled_from(BIAS_VALUES),
                              min_size=1, max_size=len(seams)).map(
