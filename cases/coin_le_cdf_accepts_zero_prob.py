@@ -7,6 +7,6 @@ CASE = Case(
           "with `coin <= cdf`: at coin 0 a draft whose target probability is exactly 0 (cut by "
           "top-k / top-p) was accepted, and exact interior CDF boundaries fell into the "
           "preceding bucket. First seen with unseeded torch.rand coins in DFlash decoding.",
-    prop="sampling_edges", oracle="sampling_edges",
+    prop="sampling_edges", check="sampling_edges",
     example=EXAMPLES[0],
 )

@@ -6,6 +6,6 @@ CASE = Case(
           "capture), the hidden-state pool was still updated from the graph runner's static "
           "output buffers rather than the eager outputs. Here the static buffers hold fewer "
           "rows than the batch, so the update dies on the shape.",
-    prop="structure", oracle="crash",
+    prop="structure", check="crash",
     example=run(1, 3, 4, bs=9, graph=True),
 )

@@ -5,6 +5,6 @@ CASE = Case(
     story="A per-step row of the draft layout was handed to a stride-1 store kernel as a "
           "strided view (SGLang added a per-step contiguity test): the kernel wrote step i's "
           "K/V to the wrong slots, which later draft steps then read.",
-    prop="self_draft", oracle="self_draft",
+    prop="self_draft", check="self_draft",
     example=run(1, 3, 4, draft="self"),
 )

@@ -5,6 +5,6 @@ CASE = Case(
     story="SGLang's eager multi-step draft baked out_cache_loc into each step's metadata "
           "without taking that step's row of the [num_steps, bs*topk] layout (a wrongly "
           "permuted view), so draft forwards wrote their KV into other steps' slots.",
-    prop="structure", oracle="draft_write_slots",
+    prop="structure", check="draft_write_slots",
     example=run(2, 3, 4),
 )

@@ -5,6 +5,6 @@ CASE = Case(
     story="SGLang's draft_forward ran positions.add_(1) at the top of each draft step, so "
           "draft forward i ran at prefix + i + 1: RoPE one off against the KV slot it wrote "
           "and against the draft extend (found by debug logging: 8 where 7 was due).",
-    prop="structure", oracle="draft_positions",
+    prop="structure", check="draft_positions",
     example=run(1, 2, 3, bs=1),
 )

@@ -8,7 +8,7 @@ CASE = Case(
           "token. A spec round appends its whole accepted run, so when one round both reached "
           "a stop token and crossed the cap, the request finished as 'length' and returned "
           "the tokens after the stop (output [10, 11, STOP, 20, 21] for max_new_tokens 5).",
-    prop="finish", oracle="finish",
+    prop="finish", check="finish",
     # self-draft accepts whole rounds: the stop (output 9) and the cap (12) fall in one round
     example=dataclasses.replace(run(1, 3, 4, draft="self", bs=4, seed=5), max_new_tokens=12,
                                 stop_at=9),

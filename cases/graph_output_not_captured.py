@@ -8,7 +8,7 @@ CASE = Case(
           "CUDA-graph manager, so replays never wrote the draft logits of steps >= 1; "
           "probabilistic rejection sampling read a stale q and acceptance dropped. Eager ran "
           "correctly: only the graph path was wrong.",
-    prop="eager_vs_graph", oracle="eager_vs_graph",
+    prop="eager_vs_graph", check="eager_vs_graph",
     example=dataclasses.replace(run(1, 3, 4, draft="perturbed", bs=5, graph=True, seed=5),
                                 temperature=1.0, draft_sampling="probabilistic"),
 )

@@ -5,6 +5,6 @@ CASE = Case(
     story="A KV move that scatters while it gathers (SGLang's compaction tests): when a "
           "source slot is also an earlier target, it is read after being overwritten. The "
           "draft's ancestry permutation (branches swapping parents) overlaps this way.",
-    prop="self_draft", oracle="self_draft",
+    prop="self_draft", check="self_draft",
     example=run(3, 3, 8, draft="self", bs=3),
 )

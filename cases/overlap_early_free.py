@@ -9,6 +9,6 @@ CASE = Case(
           "round i resolves hands back pages round i+1 is still committing into; the next "
           "reservation maps those positions to other pages (or another request takes them), "
           "and the committed KV of round i+1 is lost.",
-    prop="overlap_equals_sync", oracle="overlap_equals_sync",
+    prop="overlap_equals_sync", check="overlap_equals_sync",
     example=dataclasses.replace(run(1, 3, 4, draft="eagle", bs=3, seed=5), ragged=True),
 )

@@ -8,6 +8,6 @@ CASE = Case(
           "into round i+1. Applying that round's results to it appends tokens it never "
           "returns in sync mode and counts a request-round that should not exist (SGLang's "
           "overlap scheduler discards them via the finished flag).",
-    prop="overlap_equals_sync", oracle="overlap_equals_sync",
+    prop="overlap_equals_sync", check="overlap_equals_sync",
     example=dataclasses.replace(run(1, 3, 4, draft="self", bs=3, seed=5), ragged=True),
 )

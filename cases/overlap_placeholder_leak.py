@@ -7,6 +7,6 @@ CASE = Case(
           "the embedding lookup. Here one batch-wide 'a round is in flight' flag makes every "
           "request take its pending token from the device, also one admitted or resumed since: "
           "its row holds the previous occupant's token.",
-    prop="overlap_equals_sync", oracle="overlap_equals_sync",
+    prop="overlap_equals_sync", check="overlap_equals_sync",
     example=run(1, 3, 4, draft="eagle", bs=4, seed=5),
 )

@@ -6,6 +6,6 @@ CASE = Case(
           "num_computed_tokens, which lag the step in flight, instead of the worker's. Here "
           "round i+1 takes the host's committed lengths (one round old): positions, write "
           "slots and the attention prefix are off by round i's accept length.",
-    prop="overlap_equals_sync", oracle="overlap_equals_sync",
+    prop="overlap_equals_sync", check="overlap_equals_sync",
     example=run(1, 3, 4, draft="self", bs=2, seed=5),
 )

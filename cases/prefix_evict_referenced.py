@@ -6,7 +6,9 @@ CASE = Case(
     story="Eviction that ignores reference counts: under pool pressure the tree frees the "
           "pages of a prefix a running request still reads, a newcomer is given them and "
           "overwrites them; the running request continues from someone else's KV.",
-    prop="lossless_greedy", oracle="lossless_greedy",
+    prop="lossless_greedy", check="lossless_greedy",
     # a pool of one worst-case request: waves that share prefixes evict while running
-    example=RunConfig(2, 3, 5, 1, "perturbed", 6, 12, 8, 13, prefix_cache=True, pool_slack=0),
+    example=RunConfig(topk=2, num_steps=3, ndt=5, page_size=1, draft="perturbed", batch_size=6,
+                      max_prompt_len=12, max_new_tokens=8, seed=13, prefix_cache=True,
+                      pool_slack=0),
 )

@@ -9,6 +9,7 @@ CASE = Case(
           "shared-slot engine the same class is the draft trusting the tree's raw match while "
           "the target reuses only whole pages up to the last prompt token: the positions in "
           "between are recomputed by the target alone and the draft KV there is never written.",
-    prop="kv_content", oracle="kv_content",
-    example=RunConfig(2, 3, 5, 1, "self", 6, 12, 8, 3, prefix_cache=True),
+    prop="kv_content", check="kv_content",
+    example=RunConfig(topk=2, num_steps=3, ndt=5, page_size=1, draft="self", batch_size=6,
+                      max_prompt_len=12, max_new_tokens=8, seed=3, prefix_cache=True),
 )

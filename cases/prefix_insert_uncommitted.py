@@ -7,7 +7,8 @@ CASE = Case(
           "token's position counted as committed. Its target KV there is a rejected draft's "
           "(or never written), so a multi-turn follow-up that continues the conversation "
           "reuses speculative KV: wrong KV at that position, and wrong tokens after it.",
-    prop="prefix_transparent", oracle="kv_content",
+    prop="prefix_transparent", check="kv_content",
     # a continuation prompt (source prompt + its output + more) in a later wave
-    example=RunConfig(1, 3, 4, 1, "perturbed", 6, 12, 8, 4, prefix_cache=True, pool_slack=0),
+    example=RunConfig(topk=1, num_steps=3, ndt=4, page_size=1, draft="perturbed", batch_size=6,
+                      max_prompt_len=12, max_new_tokens=8, seed=4, prefix_cache=True, pool_slack=0),
 )

@@ -5,6 +5,6 @@ CASE = Case(
     story="vLLM #14649: after acceptance the draft KV of the accepted tokens was not "
           "rewritten from the target's hidden states, so the draft kept attending to KV "
           "computed during drafting.",
-    prop="structure", oracle="draft_extend_write_slots",
+    prop="structure", check="draft_extend_write_slots",
     example=run(1, 3, 4),
 )

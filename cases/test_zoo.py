@@ -41,6 +41,9 @@ def test_suite_catches(fault):
                     "are visible")
     row = detect_isolated(fault, DEVICE, "ci")
     assert row.caught, f"{fault}: the suite passed {row.examples} examples with the fault on"
+    case = CASES[fault]
+    assert row.declared_caught, (f"{fault}: declared to fail {case.prop}:{case.check}, caught "
+                                 f"only by {row.checks}")
 
 
 @pytest.mark.parametrize("fault", _faults())

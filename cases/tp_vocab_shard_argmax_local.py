@@ -7,6 +7,7 @@ CASE = Case(
           "its vocabulary shard; a greedy verify or a draft top-k taken before the all-gather "
           "picks each rank's local best index, a different token on every rank and not the "
           "global argmax.",
-    prop="tp_equals_single", oracle="tp_equals_single",
-    example=RunConfig(1, 3, 4, 1, "eagle", 2, 12, 8, 3, tp_size=2),
+    prop="tp_equals_single", check="tp_equals_single",
+    example=RunConfig(topk=1, num_steps=3, ndt=4, page_size=1, draft="eagle", batch_size=2,
+                      max_prompt_len=12, max_new_tokens=8, seed=3, tp_size=2),
 )

@@ -5,6 +5,6 @@ CASE = Case(
     story="SGLang #26997: with topk > 1 the accepted tree path was not moved to the front of "
           "the request's block (KV, predict, hidden states), so the chain-layout code after "
           "verify committed the wrong tokens and KV.",
-    prop="structure", oracle="accepted_tokens",
+    prop="structure", check="accepted_tokens",
     example=run(2, 3, 4, draft="self"),
 )

@@ -8,7 +8,7 @@ CASE = Case(
           "had the same layout (hidden_states[i] for request i, spec V2's rows are strided by "
           "the draft width): silently truncated and cross-request misattributed outputs, seen "
           "only when requests accept different numbers of drafts.",
-    prop="lossless_greedy", oracle="lossless_greedy",
+    prop="lossless_greedy", check="lossless_greedy",
     # the perturbed draft accepts none, some or all drafts, request by request
     example=dataclasses.replace(run(1, 3, 4, draft="perturbed", bs=4, seed=5), ragged=True),
 )

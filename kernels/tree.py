@@ -175,49 +175,56 @@ def _launch(tree_mask, positions, r_index, r_next, r_sib, parent_list, top_score
             NDT=ndt, MODE=tree_mask_mode, BLOCK=max(2, triton.next_power_of_2(ndt)), BLOCK_B=SUM_BLOCK)
 
 
-def build_tree_kernel_efficient_ref(bonus_tokens, parent_list, top_scores_index, draft_tokens,
-                                    seq_lens, seq_lens_sum, topk, spec_steps, num_verify_tokens,
-                                    tree_mask_mode=FULL_MASK):
-    """Plain-Python mirror of SGLang's per-request loops (with the tightenings above)."""
-    bs, ndt, dev = seq_lens.shape[0], num_verify_tokens, seq_lens.device
-    sel_all = top_scores_index.tolist()
-    pl_all = parent_list.tolist() if parent_list.numel() else [[] for _ in range(bs)]
-    lens = seq_lens.tolist()
+def _ref_parents(sel: list[int], pl: list[int], topk: int, ndt: int) -> list[int]:
+    """Each node's parent (entry 0, the root's, unused): 0 = root, >0 = node, -1 = parent
+    not selected."""
+    def parent_node(i):
+        tb = sel[i - 1] // topk
+        if tb == 0:
+            return 0
+        if tb >= len(pl) or pl[tb] not in sel:
+            return -1
+        return sel.index(pl[tb]) + 1
+    return [-1] + [parent_node(i) for i in range(1, ndt)]
+
+
+def _ref_links(parents: list[int], ndt: int) -> tuple[list[int], list[int]]:
+    """One request's first-child and next-sibling links (-1: none)."""
+    r_next, r_sib = [-1] * ndt, [-1] * ndt
+    for i in range(ndt - 1, 0, -1):  # descending, insert at head -> ascending lists
+        par = parents[i]
+        if par < 0:
+            continue
+        if r_next[par] != -1:
+            r_sib[i] = r_next[par]
+        r_next[par] = i
+    return r_next, r_sib
+
+
+def _ref_ancestors(parents: list[int], ndt: int, spec_steps: int,
+                   seq_len: int) -> tuple[list[list[bool]], list[int]]:
+    """One request's mask rows (each node's ancestors, itself and the root included) and
+    positions (seq_len + depth), the walk bounded by spec_steps steps."""
     rows, pos = [], []
-    r_next = [[-1] * ndt for _ in range(bs)]
-    r_sib = [[-1] * ndt for _ in range(bs)]
-    for b in range(bs):
-        sel, pl = sel_all[b], pl_all[b]
+    for t in range(ndt):
+        row, depth, cur = [False] * ndt, 0, t
+        row[0] = True
+        if t > 0:
+            for _ in range(spec_steps):
+                row[cur] = True
+                depth += 1
+                cur = parents[cur]
+                if cur <= 0:
+                    break
+        rows.append(row)
+        pos.append(seq_len + depth)
+    return rows, pos
 
-        def parent_node(i):  # 0 = root, >0 = node, -1 = parent not selected
-            tb = sel[i - 1] // topk
-            if tb == 0:
-                return 0
-            if tb >= len(pl) or pl[tb] not in sel:
-                return -1
-            return sel.index(pl[tb]) + 1
 
-        for i in range(ndt - 1, 0, -1):  # descending, insert at head -> ascending lists
-            par = parent_node(i)
-            if par < 0:
-                continue
-            if r_next[b][par] != -1:
-                r_sib[b][i] = r_next[b][par]
-            r_next[b][par] = i
-        for t in range(ndt):
-            row, depth, cur = [False] * ndt, 0, t
-            row[0] = True
-            if t > 0:
-                for _ in range(spec_steps):
-                    row[cur] = True
-                    depth += 1
-                    cur = parent_node(cur)
-                    if cur <= 0:
-                        break
-            rows.append(row)
-            pos.append(lens[b] + depth)
-
-    mask = torch.tensor(rows, dtype=torch.bool).reshape(bs, ndt, ndt)
+def _ref_mask_layout(mask: torch.Tensor, lens: list[int], seq_lens_sum: int, ndt: int,
+                     tree_mask_mode: int) -> torch.Tensor:
+    """mask [bs, ndt, ndt] (tree columns only) in tree_mask_mode's flat layout."""
+    bs = mask.shape[0]
     if tree_mask_mode == FULL_MASK:
         parts = [torch.cat([torch.ones(ndt, lens[b], dtype=torch.bool), mask[b]], 1).flatten()
                  for b in range(bs)]
@@ -226,21 +233,43 @@ def build_tree_kernel_efficient_ref(bonus_tokens, parent_list, top_scores_index,
         # the buffer is sized by it, and the tail past the last block is never read.
         size = seq_lens_sum * ndt + bs * ndt * ndt
         assert tree_mask.numel() <= size
-        tree_mask = torch.cat([tree_mask, torch.ones(size - tree_mask.numel(), dtype=torch.bool)])
-    elif tree_mask_mode == QLEN_ONLY:
-        tree_mask = mask.flatten()
-    elif tree_mask_mode == QLEN_ONLY_BITPACKING:
+        return torch.cat([tree_mask, torch.ones(size - tree_mask.numel(), dtype=torch.bool)])
+    if tree_mask_mode == QLEN_ONLY:
+        return mask.flatten()
+    if tree_mask_mode == QLEN_ONLY_BITPACKING:
         dtype = _bitpack_dtype(ndt)
         packed = (mask.reshape(bs * ndt, ndt).long() << torch.arange(ndt)).sum(-1)
         if dtype != torch.uint8:  # wrap into the signed type (bit ndt-1 is the sign bit)
             nbits = torch.iinfo(dtype).bits
             packed = torch.where(packed >= 2 ** (nbits - 1), packed - 2 ** nbits, packed)
-        tree_mask = packed.to(dtype)
-    else:
-        raise ValueError(f"unknown tree_mask_mode {tree_mask_mode}")
+        return packed.to(dtype)
+    raise ValueError(f"unknown tree_mask_mode {tree_mask_mode}")
+
+
+def build_tree_kernel_efficient_ref(bonus_tokens, parent_list, top_scores_index, draft_tokens,
+                                    seq_lens, seq_lens_sum, topk, spec_steps, num_verify_tokens,
+                                    tree_mask_mode=FULL_MASK):
+    """Plain-Python mirror of SGLang's per-request loops (with the tightenings above)."""
+    bs, ndt, dev = seq_lens.shape[0], num_verify_tokens, seq_lens.device
+    sel_all = top_scores_index.tolist()
+    pl_all = parent_list.tolist() if parent_list.numel() else [[] for _ in range(bs)]
+    lens = seq_lens.tolist()
+    rows, pos, r_next, r_sib = [], [], [], []
+    for b in range(bs):
+        parents = _ref_parents(sel_all[b], pl_all[b], topk, ndt)
+        nxt, sib = _ref_links(parents, ndt)
+        r_next.append(nxt)
+        r_sib.append(sib)
+        b_rows, b_pos = _ref_ancestors(parents, ndt, spec_steps, lens[b])
+        rows += b_rows
+        pos += b_pos
+
+    mask = torch.tensor(rows, dtype=torch.bool).reshape(bs, ndt, ndt)
+    tree_mask = _ref_mask_layout(mask, lens, seq_lens_sum, ndt, tree_mask_mode)
     positions = torch.tensor(pos, dtype=torch.int64)
     r_index = torch.arange(bs * ndt, dtype=torch.int64).reshape(bs, ndt)
-    tokens = torch.cat([bonus_tokens.reshape(bs, 1).cpu(), draft_tokens.reshape(bs, ndt - 1).cpu()], 1)
+    tokens = torch.cat([bonus_tokens.reshape(bs, 1).cpu(), draft_tokens.reshape(bs, ndt - 1).cpu()],
+                       1)
     outs = (tree_mask, positions, r_index, torch.tensor(r_next, dtype=torch.int64).reshape(bs, ndt),
             torch.tensor(r_sib, dtype=torch.int64).reshape(bs, ndt), tokens.flatten().to(torch.int64))
     return tuple(o.to(dev) for o in outs)

@@ -6,6 +6,7 @@ import sys
 import time
 
 from specdec import Engine, SpecConfig
+from specdec.bench.cli import add_bench_parser, run_bench, tp_error
 from specdec.config import MODEL_SHAPES, is_shape_name, model_config
 
 
@@ -64,65 +65,6 @@ def _generate(args) -> int:
     return 0
 
 
-# Per bench: default models, batch sizes, context (prompt tokens), iters.
-BENCH_DEFAULTS = {"decode": ("llama-1b,llama-8b", "1,8,32", 1000, 20),
-                  "spec": ("llama-1b,llama-8b", "1,8", 1000, 10),
-                  "graphs": ("tiny,llama-1b", "1,8", 128, 3),
-                  "profile": ("tiny,llama-1b,llama-8b", "1", 1000, 10),
-                  "prefix": ("llama-8b", "32", 1024, 1),
-                  "e2e": ("fixture", "1,8,32", 0, 1)}
-
-
-def _bench(args, argv) -> int:
-    from specdec.bench import results, spec
-    if args.what == "plot":  # redraw PNGs from result JSONs (e.g. fetched from a GPU machine)
-        from specdec.bench.plots import plot_file
-        for path in args.paths:
-            plot_file(path)
-        return 0
-    models, bss, context, iters = BENCH_DEFAULTS[args.what]
-    models = (args.models or models).split(",")
-    bss = [int(x) for x in (args.batch_sizes or bss).split(",")]
-    context = args.context if args.context is not None else context
-    iters = args.iters if args.iters is not None else iters
-    extra = {}
-    if args.what == "e2e":  # the trained fixture (or --models DIR --draft DIR)
-        from specdec.bench import e2e
-        target = None if models == ["fixture"] else models[0]
-        rows, extra = e2e.run(args.device, args.dtype, bss, args.e2e_tokens,
-                              spec.parse_configs(args.spec_configs), target, args.draft,
-                              args.heldout, args.round_cost,
-                              args.iters if args.iters is not None else 5)
-    elif args.what == "graphs":
-        from specdec.bench import graphs
-        rows = graphs.run(args.device, args.dtype, models, bss, context, iters, args.new_tokens)
-    elif args.what == "decode" and args.tp > 1:
-        from specdec.bench import tp
-        rows, extra = tp.run(args.device, args.dtype, models, bss, context, iters, args.warmup,
-                             args.tp)
-    elif args.what == "spec" and args.tp > 1:
-        from specdec.bench import spec, tp_spec
-        rows, extra = tp_spec.run(args.device, args.dtype, models, bss, context, iters,
-                                  args.warmup, args.tp, spec.parse_configs(args.spec_configs))
-    elif args.what == "prefix":
-        from specdec.bench import prefix
-        rows = prefix.run(args.device, args.dtype, models, bss, context, iters)
-    elif args.what == "decode":
-        from specdec.bench import decode
-        rows, extra = decode.run(args.device, args.dtype, models, bss, context, iters,
-                                 args.warmup, args.compile_mode, args.e2e_tokens)
-    else:
-        from specdec.bench import profile
-        run = spec.run if args.what == "spec" else profile.run
-        kw = {"e2e_tokens": args.e2e_tokens} if args.what == "spec" else {}
-        rows, extra = run(args.device, args.dtype, models, bss, context, iters, args.warmup,
-                          spec.parse_configs(args.spec_configs), **kw)
-    name = args.what if args.tp == 1 else f"{args.what}-tp{args.tp}"
-    results.write(args.out or f"bench/results/{name}-{args.device}.json", args.device, rows,
-                  args.what, extra, argv, plot=not args.no_plot and args.tp == 1)
-    return 0
-
-
 def _model_arg(value: str) -> str:
     import os
     if is_shape_name(value):
@@ -137,16 +79,7 @@ def _model_arg(value: str) -> str:
                                      f"({', '.join(sorted(MODEL_SHAPES))}) nor a directory")
 
 
-def _bench_arg(value: str) -> str:
-    # The harness bench lives in the harness layer, which the engine does not import.
-    if value == "harness":
-        raise argparse.ArgumentTypeError("the harness bench moved: python -m harness bench")
-    return value
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m specdec")
-    sub = ap.add_subparsers(dest="cmd", required=True)
+def _add_generate_parser(sub) -> None:
     g = sub.add_parser("generate", help="greedy generation, speculative unless --no-spec")
     g.add_argument("--model", default="tiny", type=_model_arg,
                    help=f"a shape name ({', '.join(sorted(MODEL_SHAPES))}) or a Hugging Face "
@@ -187,57 +120,33 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--prompt", action="append", required=True,
                    help="text when a tokenizer is available, else space-separated token ids; "
                         "repeat for a batch")
-    b = sub.add_parser("bench", help="benchmarks; results go to bench/results/")
-    b.add_argument("what", type=_bench_arg, choices=["decode", "spec", "graphs", "profile", "prefix", "e2e", "plot"],
-                   help="plot: redraw the PNG of each result JSON in PATHS (docs/bench.md)")
-    b.add_argument("paths", nargs="*", help="result JSONs, for `plot`")
-    b.add_argument("--device", default="cuda" if __import__("torch").cuda.is_available() else "cpu")
-    b.add_argument("--dtype", default="bfloat16")
-    b.add_argument("--models", default=None, help="comma-separated shapes (default per bench)")
-    b.add_argument("--batch-sizes", default=None, help="comma-separated (default per bench)")
-    b.add_argument("--context", type=int, default=None, help="prompt tokens per request")
-    b.add_argument("--iters", type=int, default=None, help="timed steps / rounds / repeats")
-    b.add_argument("--warmup", type=int, default=5, help="untimed steps or rounds first")
-    b.add_argument("--compile-mode", default="reduce-overhead",
-                   help="decode: torch.compile mode of the dense peer; none: run it uncompiled")
-    b.add_argument("--new-tokens", type=int, default=64, help="graphs: tokens per generate")
-    b.add_argument("--spec-configs", default="1,3,4;4,4,8",
-                   help="spec: topk,steps,ndt;... (profile: the first)")
-    b.add_argument("--tp", type=int, default=1,
-                   help="decode / spec: the step or round sharded over this many ranks against "
-                        "one rank, with the collectives' time per step (specdec/bench/tp.py, "
-                        "tp_spec.py)")
-    b.add_argument("--no-plot", action="store_true", help="JSON only")
-    b.add_argument("--e2e-tokens", type=int, default=256,
-                   help="decode/spec: generate() this many tokens at bs 1 and 8, with and "
-                        "without --overlap scheduling (0: skip); e2e: tokens per request")
-    b.add_argument("--draft", default=None, help="e2e: the EAGLE head directory (default: "
-                   "the trained fixture's)")
-    b.add_argument("--heldout", default=None, help="e2e: heldout.json with the prompts "
-                   "(default: the fixture's)")
-    b.add_argument("--round-cost", default="bench/results/spec-h100-2026-11-23.json",
-                   help="e2e: a `bench spec` result; llama-8b's round cost there gives the "
-                        "projected speedup")
-    b.add_argument("--out", default=None)
+
+
+def _exit_2_on_value_error(command, args) -> int:
+    """Bad input the engine or trainer rejects: one line on stderr, exit status 2."""
+    try:
+        return command(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m specdec")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    _add_generate_parser(sub)
+    add_bench_parser(sub)
     from specdec.train.cli import add_train_parser, run_train
     add_train_parser(sub)
     args = ap.parse_args(argv)
     if args.cmd == "train":
-        try:
-            return run_train(args)
-        except ValueError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+        return _exit_2_on_value_error(run_train, args)
     if args.cmd == "bench":
-        if args.tp < 1 or (args.tp > 1 and args.what not in ("decode", "spec")):
-            ap.error(f"--tp {args.tp}: an integer >= 1, and only `bench decode` and `bench "
-                     "spec` run tensor parallel")
-        return _bench(args, sys.argv[1:] if argv is None else argv)
-    try:
-        return _generate(args)
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        error = tp_error(args)
+        if error is not None:
+            ap.error(error)
+        return run_bench(args, sys.argv[1:] if argv is None else argv)
+    return _exit_2_on_value_error(_generate, args)
 
 
 if __name__ == "__main__":

@@ -8,32 +8,30 @@ from dataclasses import dataclass
 
 import torch
 
+from specdec import faults
 from specdec.attention.backend import BACKENDS
-from specdec.config import SpecConfig, model_config
+from specdec.build import (DTYPES, attention_backend, build_drafter, build_target,
+                           check_draft_max_position, check_engine_args, check_model_fits)
+from specdec.config import SpecConfig
+from specdec.graphs.runner import DEFAULT_BUCKETS
+from specdec.kernel_set import kernel_set
+from specdec.loading import resolve_model_config
 from specdec.memory.allocator import OutOfSlots
-from specdec.memory.kv_pool import KVPool
 from specdec.memory.manager import MemoryManager
 from specdec.memory.req_pool import DraftStatePool
-from specdec.kernel_set import kernel_set
-from specdec.loading import is_checkpoint_dir, load_drafter, load_llama, resolve_model_config
-from specdec import faults
-from specdec.model.eagle import EagleHead
 from specdec.model.layers import RotaryEmbedding
-from specdec.model.llama import LlamaModel, fuse_weights, init_weights
-from specdec.model.perturbed import parse_perturbed, perturbed_copy
-from specdec.graphs.runner import DEFAULT_BUCKETS
+from specdec.model.llama import fuse_weights
 from specdec.prefix_cache import PrefixCache
 from specdec.request import Req
-from specdec.sampling_params import SamplingParams
 from specdec.rounds import RoundRunner
+from specdec.sampling_params import SamplingParams
 from specdec.scheduler import RequestOutput, Scheduler
-from specdec.tp.group import TPGroup, check_tp_args
+from specdec.spec.context import HookAttribute, Hooks
+from specdec.tp.group import TPGroup
 from specdec.tp.replicate import check_replies, collect, each_rank, replicated
-from specdec.tp.shard import check_divisible, shard_model
+from specdec.tp.shard import shard_model
 from specdec.tp.worker import serve
 from specdec.validate import check_prompt, check_prompts, reserve_margin
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
 @dataclass
@@ -81,82 +79,93 @@ class Engine:
         KV; finished requests give it their committed pages, and so do retracted ones when
         prefix_on_retract (a resumed request then hits its own prefix)."""
         init_args = {k: v for k, v in locals().items() if k not in ("self", "_tp_group")}
-        check_tp_args(tp_size, device)
-        if not isinstance(overlap, bool):
-            raise ValueError(f"overlap={overlap!r}: expected True or False")
+        check_engine_args(tp_size, device, overlap, page_size, dtype, max_batch)
         self.overlap = overlap
-        if page_size < 1 or page_size > 64 or page_size & (page_size - 1):
-            raise ValueError(f"page_size={page_size}: must be a power of two from 1 to 64")
-        if dtype not in DTYPES:
-            raise ValueError(f"dtype={dtype!r}: expected one of {sorted(DTYPES)}")
-        if device.startswith("cuda") and not torch.cuda.is_available():
-            raise ValueError(f"device={device!r} but CUDA is not available here; use device='cpu'")
-        if max_batch < 1:
-            raise ValueError(f"max_batch={max_batch} must be >= 1")
         self.cfg = resolve_model_config(model)  # a shape name, a ModelConfig or a checkpoint dir
-        if spec is not None:
-            spec.check_vocab(self.cfg.vocab_size)
-        if max_context > self.cfg.max_position:
-            raise ValueError(f"max_context={max_context} exceeds the model's max_position "
-                             f"{self.cfg.max_position}")
-        check_divisible(self.cfg, tp_size)
+        check_model_fits(self.cfg, spec, max_context, tp_size)
         self.tp_size, self.tp_check, self.tp_group = tp_size, tp_check, _tp_group
         if tp_size > 1 and _tp_group is None:
-            self.tp_group = TPGroup.leader(tp_size, torch.device(device).type, self)
-            if self.tp_group.rank > 0:  # torchrun's rank > 0: serve rank 0's engine, then exit
-                serve(self.tp_group)
-                self.tp_group.shutdown()
-                raise SystemExit(0)
-            # The workers build the same engine through this factory (nothing under
-            # specdec/tp imports the engine).
-            factory = functools.partial(type(self), **init_args)
-            self.tp_group.send(("build", factory, sorted(faults.enabled())))
+            self._lead_tp_group(device, init_args)
         if self.tp_group is not None and self.device_is_cuda(device):
             device = f"cuda:{self.tp_group.cuda_index}"  # one GPU per rank
         self.spec, self.page_size, self.seed = spec, page_size, seed
         self.device, self.dtype = torch.device(device), DTYPES[dtype]
         try:
-            self._init_rest(model, spec, draft, cuda_graph, num_pages, attention, cuda_graph_bs,
-                            batch_invariant, draft_max_position, max_batch, max_context,
-                            prefix_cache, prefix_on_retract)
+            self._build_parts(model, spec, draft, cuda_graph, num_pages, attention, cuda_graph_bs,
+                              batch_invariant, draft_max_position, max_batch, max_context,
+                              prefix_cache, prefix_on_retract)
         except BaseException:
-            if self.tp_group is not None and self.tp_group.rank == 0:
-                self.tp_group.alive = False  # the workers failed alike and have ended
-                self.close()
+            self._end_failed_group()  # the workers failed alike and have ended
             raise
         if self.tp_group is not None and self.tp_group.rank == 0:
             try:  # a worker that failed to build is named here (TPWorkerError)
                 check_replies(collect(self.tp_group, ("ok", None, None)), None)
             except BaseException:
-                self.tp_group.alive = False
-                self.close()
+                self._end_failed_group()
                 raise
 
     @staticmethod
     def device_is_cuda(device: str) -> bool:
         return torch.device(device).type == "cuda"
 
-    def _init_rest(self, model, spec, draft, cuda_graph, num_pages, attention, cuda_graph_bs,
-                   batch_invariant, draft_max_position, max_batch, max_context, prefix_cache,
-                   prefix_on_retract) -> None:
-        page_size, seed = self.page_size, self.seed
+    # -- construction -------------------------------------------------------------------
+    def _lead_tp_group(self, device: str, init_args: dict) -> None:
+        """Rank 0 starts the workers (or torchrun did) and has each build this same engine; a
+        torchrun rank > 0 serves rank 0 here until it closes, then exits."""
+        self.tp_group = TPGroup.leader(self.tp_size, torch.device(device).type, self)
+        if self.tp_group.rank > 0:
+            serve(self.tp_group)
+            self.tp_group.shutdown()
+            raise SystemExit(0)
+        # The workers build the same engine through this factory (nothing under specdec/tp
+        # imports the engine).
+        factory = functools.partial(type(self), **init_args)
+        self.tp_group.send(("build", factory, sorted(faults.enabled())))
+
+    def _end_failed_group(self) -> None:
+        if self.tp_group is not None and self.tp_group.rank == 0:
+            self.tp_group.alive = False
+            self.close()
+
+    def _build_parts(self, model, spec, draft, cuda_graph, num_pages, attention, cuda_graph_bs,
+                     batch_invariant, draft_max_position, max_batch, max_context, prefix_cache,
+                     prefix_on_retract) -> None:
+        page_size = self.page_size
         self.max_batch = max_batch
         self.max_context = math.ceil(max_context / page_size) * page_size
         impl = attention or ("triton" if self.device.type == "cuda" else "torch")
         if impl not in BACKENDS:
             raise ValueError(f"attention={impl!r}: expected one of {sorted(BACKENDS)}")
         self.kernels = kernel_set(impl)
-        self.recorder = None  # harness trace hook; None costs nothing
-        self.phase_timer = None  # bench hook (specdec/phase_timer.py); None costs nothing
+        self.hooks = Hooks()  # the trace recorder and the phase timer, attached later
         self.stats = Stats()
+        self._build_models(model, spec, draft, draft_max_position)
+        pages_per_req = self.max_context // page_size
+        num_pages = num_pages or max_batch * pages_per_req + 1
+        self.memory = MemoryManager(max_batch, self.max_context, num_pages, page_size,
+                                    self.kernels, self.device)
+        self.prefix_on_retract = bool(prefix_on_retract)
+        if prefix_cache:
+            shifted = self.drafter is not None and self.drafter.shifted
+            self.memory.prefix = PrefixCache(self.memory.allocator, page_size, shifted)
+        self._build_pools(impl, num_pages * page_size)
+        if cuda_graph and self.device.type != "cuda" and impl == "triton":
+            raise ValueError("cuda_graph=True on CPU uses the graph stand-in, which replays torch "
+                             "ops only: use attention='torch' (the CPU default) there")
+        buckets = DEFAULT_BUCKETS if cuda_graph_bs is None else list(cuda_graph_bs)
+        if cuda_graph_bs is not None and (not buckets or min(buckets) < 1):
+            raise ValueError(f"cuda_graph_bs={cuda_graph_bs}: need a non-empty list of sizes >= 1")
+        self.cuda_graph, self.batch_invariant = cuda_graph, batch_invariant
+        self.rounds = RoundRunner(self, cuda_graph, buckets, batch_invariant)  # captures here
+        self.scheduler = Scheduler(self)
+        self._next_rid = 0
 
-        # A checkpoint directory's weights are loaded as they are (no seeded init).
-        self.target = (load_llama(model, self.device, self.dtype, self.cfg)
-                       if is_checkpoint_dir(model) else self._build(LlamaModel(self.cfg), seed))
-        if draft_max_position is not None and (not isinstance(draft_max_position, int)
-                                               or draft_max_position < 1):
-            raise ValueError(f"draft_max_position={draft_max_position!r} must be an integer >= 1")
-        self.drafter = (self._build_drafter(draft, seed, draft_max_position)
+    def _build_models(self, model, spec, draft, draft_max_position) -> None:
+        """The target and (speculative) the drafter: built full, then this rank's shard."""
+        self.target = build_target(model, self.cfg, self.device, self.dtype, self.seed)
+        check_draft_max_position(draft_max_position)
+        self.drafter = (build_drafter(draft, self.target, self.cfg, self.device, self.dtype,
+                                      self.seed, draft_max_position)
                         if spec is not None else None)
         if self.drafter is not None and self.drafter is not self.target:
             self._cover_context(self.drafter)
@@ -169,66 +178,20 @@ class Engine:
                 fuse_weights(m)  # one GEMM for q/k/v and for gate/up
                 m.requires_grad_(False)  # inference only: no forward, captured or not, records autograd
         self.draft_kind = draft if spec is not None else None
-        pages_per_req = self.max_context // page_size
-        num_pages = num_pages or max_batch * pages_per_req + 1
-        self.memory = MemoryManager(max_batch, self.max_context, num_pages, page_size,
-                                    self.kernels, self.device)
-        self.prefix_on_retract = bool(prefix_on_retract)
-        if prefix_cache:
-            shifted = self.drafter is not None and self.drafter.shifted
-            self.memory.prefix = PrefixCache(self.memory.allocator, page_size, shifted)
-        slots = num_pages * page_size
-        self.target_backend = self._backend(impl, self.cfg, slots)
-        if spec is not None:
+
+    def _build_pools(self, impl: str, slots: int) -> None:
+        """A KV pool per model over the same slots (one page allocator, one req_to_token), and
+        the drafter's state carried between rounds."""
+        def backend(cfg, layers=None):
+            return attention_backend(impl, cfg, slots, self.req_to_token, self.page_size,
+                                     self.tp_size, self.dtype, self.device, layers)
+        self.target_backend = backend(self.cfg)
+        if self.spec is not None:
             dcfg = self.drafter.cfg
-            self.draft_backend = self._backend(impl, dcfg, slots, layers=len(self.drafter.layers))
-            self.draft_state = DraftStatePool(max_batch, dcfg.hidden_size, spec.topk, self.dtype,
-                                              self.device,
-                                              self.cfg.vocab_size if spec.probabilistic else 0)
-        if cuda_graph and self.device.type != "cuda" and impl == "triton":
-            raise ValueError("cuda_graph=True on CPU uses the graph stand-in, which replays torch "
-                             "ops only: use attention='torch' (the CPU default) there")
-        buckets = DEFAULT_BUCKETS if cuda_graph_bs is None else list(cuda_graph_bs)
-        if cuda_graph_bs is not None and (not buckets or min(buckets) < 1):
-            raise ValueError(f"cuda_graph_bs={cuda_graph_bs}: need a non-empty list of sizes >= 1")
-        self.cuda_graph, self.batch_invariant = cuda_graph, batch_invariant
-        self.rounds = RoundRunner(self, cuda_graph, buckets, batch_invariant)
-        self.scheduler = Scheduler(self)
-        self._next_rid = 0
-
-    # -- construction -------------------------------------------------------------------
-    def _build(self, module, seed: int):
-        init_weights(module, seed)
-        return module.to(device=self.device, dtype=self.dtype).eval()
-
-    def _build_drafter(self, draft: str, seed: int, max_position: int | None):
-        own = None if max_position is None else dataclasses.replace(self.cfg,
-                                                                   max_position=max_position)
-        if draft == "eagle":
-            head = EagleHead(own or self.cfg, self.target)
-            head.init_from_target(seed + 1)
-            return head.to(device=self.device, dtype=self.dtype).eval()
-        if draft == "self":
-            if max_position is not None:
-                raise ValueError("draft='self' is the target itself: it has the target's "
-                                 "max_position; draft_max_position applies to other drafters")
-            return self.target
-        scale = parse_perturbed(draft)
-        if scale is not None:
-            return perturbed_copy(self.target, scale, seed + 3, max_position)
-        if is_checkpoint_dir(draft):  # an EAGLE head or a standalone Llama, weights as loaded
-            return load_drafter(draft, self.target, self.device, self.dtype)
-        try:
-            dcfg = model_config(draft)
-        except ValueError:
-            raise ValueError(f"draft={draft!r}: expected 'eagle', 'self', 'perturbed[:scale]', "
-                             "a model shape name or a checkpoint directory") from None
-        if max_position is not None:
-            dcfg = dataclasses.replace(dcfg, max_position=max_position)
-        if dcfg.vocab_size != self.cfg.vocab_size:
-            raise ValueError(f"draft model {draft!r} has vocab {dcfg.vocab_size}, the target "
-                             f"{self.cfg.vocab_size}: they must match")
-        return self._build(LlamaModel(dcfg), seed + 2)
+            self.draft_backend = backend(dcfg, layers=len(self.drafter.layers))
+            self.draft_state = DraftStatePool(self.max_batch, dcfg.hidden_size, self.spec.topk,
+                                              self.dtype, self.device,
+                                              self.cfg.vocab_size if self.spec.probabilistic else 0)
 
     def _cover_context(self, drafter) -> None:
         """The drafter's RoPE table must cover every position the engine runs, whatever its
@@ -239,10 +202,10 @@ class Engine:
             table = RotaryEmbedding.for_config(dataclasses.replace(drafter.cfg, max_position=rows))
             drafter.rope = table.to(self.device)
 
-    def _backend(self, impl, cfg, slots, layers=None):
-        pool = KVPool(layers or cfg.num_layers, slots, cfg.num_kv_heads // self.tp_size, cfg.head_dim,
-                      self.dtype, self.device)
-        return BACKENDS[impl](pool, self.req_to_token, self.page_size, cfg.head_dim ** -0.5)
+    # The harness's trace recorder (specdec/trace.py) and the bench's phase timer
+    # (specdec/phase_timer.py), kept in the hooks that the round's phases read.
+    recorder = HookAttribute()
+    phase_timer = HookAttribute()
 
     @property
     def req_to_token(self) -> torch.Tensor:

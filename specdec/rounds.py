@@ -13,11 +13,13 @@ from specdec.request import Req
 from specdec.sampler import batch_sampling, choose_tokens
 from specdec.graphs.cuda_graph import GraphFactory
 from specdec.graphs.runner import PhaseRunner
+from specdec.spec.context import ModelKV, Paging
 from specdec.spec.draft import DraftWorker
 from specdec.spec.draft_decode_phase import DraftDecodePhase
-from specdec.spec.layout import draft_reserve_end
-from specdec.spec.phases import DecodePhase, DraftExtendPhase, VerifyPhase
-from specdec.spec.round_phase import GreedyRoundPhase
+from specdec.spec.layout import branch_positions, draft_reserve_end
+from specdec.spec.phases import (DecodeInputs, DecodePhase, DraftExtendInputs, DraftExtendPhase,
+                                 VerifyPhase)
+from specdec.spec.round_phase import GreedyRoundInputs, GreedyRoundPhase
 from specdec.spec.verify import Verifier
 
 
@@ -37,19 +39,30 @@ class RoundRunner:
                 group.graphs.add(r.graphs.values())  # ended before the group (tp/captured.py)
             return r
 
+        # The phases get what they use (models with their KV pools, the page table, the
+        # kernels, the config), never the engine; `hooks` is how the trace and the phase
+        # timer reach them once attached.
+        paging, k, hooks = (Paging(engine.req_to_token, engine.page_size), engine.kernels,
+                            engine.hooks)
+        target = ModelKV(engine.target, engine.target_backend)
         self.fused = None
         if engine.spec is None:
-            self.decode_runner = runner(DecodePhase(engine))
+            self.decode_runner = runner(DecodePhase(target, paging, k, hooks))
         else:
-            verify, decode = VerifyPhase(engine), DraftDecodePhase(engine)
-            extend = DraftExtendPhase(engine)
-            self.verifier = Verifier(engine, None)
+            spec, draft = engine.spec, ModelKV(engine.drafter, engine.draft_backend)
+            verify = VerifyPhase(target, paging, k, hooks, spec.ndt, engine.max_context)
+            decode = DraftDecodePhase(draft, paging, k, hooks, engine.draft_state, spec,
+                                      engine.max_batch, engine.cfg.vocab_size)
+            extend = DraftExtendPhase(draft, paging, k, hooks, engine.draft_state, spec,
+                                      engine.cfg.hidden_size, engine.dtype)
+            self.verifier = Verifier(target, paging, k, spec, hooks)
             # The largest captures go first into the shared pool: the whole greedy round
             # (top-token drafts: sampled drafting selects rows on the host), then verify.
-            if cuda_graph and not engine.spec.probabilistic:
-                self.fused = runner(GreedyRoundPhase(engine, decode, verify, extend, self.verifier))
+            if cuda_graph and not spec.probabilistic:
+                self.fused = runner(GreedyRoundPhase(decode, verify, extend, self.verifier))
             self.verifier.runner = runner(verify)
-            self.draft = DraftWorker(engine, runner(decode), runner(extend))
+            self.draft = DraftWorker(draft, engine.draft_state, spec, hooks, runner(decode),
+                                     runner(extend))
 
     @property
     def runners(self) -> list[PhaseRunner]:
@@ -231,8 +244,8 @@ class RoundRunner:
         e.memory.reserve(reqs, ends)
         rows, hseq, hpend = to_device(self.dev, *self._host_inputs(reqs))
         seq, pending = self.state.inputs(rows, hseq, hpend)
-        live = {"input_ids": pending, "positions": seq, "req_pool_indices": rows, "seq_lens": seq}
-        logits = self.decode_runner.run(live, len(reqs))["logits"]
+        live = DecodeInputs(input_ids=pending, positions=seq, req_pool_indices=rows, seq_lens=seq)
+        logits = self.decode_runner.run(live, len(reqs)).logits
         bsamp = batch_sampling(reqs, e.seed, ends, 0, self.dev)
         tokens = choose_tokens(e.kernels, logits, bsamp)
         self.state.commit(rows, seq + 1, tokens)
@@ -268,15 +281,15 @@ class RoundRunner:
             e.recorder.begin_round(rows, seq, e.req_to_token, [r.rid for r in reqs])
         shift = 0 if self.draft.shifted else 1
         prefix = seq + shift
-        branch_pos = prefix[:, None].expand(len(reqs), spec.topk).reshape(-1)
+        branch_pos = branch_positions(prefix, spec.topk)  # where each branch starts drafting
         greedy = all(r.sampling.greedy for r in reqs)  # batch_sampling would return None
         if self.fused is not None and greedy and pt is None and self.fused.can_run(len(reqs)):
             # The whole round in one replay (specdec/spec/round_phase.py).
-            outs = self.fused.run({"req_pool_indices": rows, "seq_lens": seq,
-                                   "kv_prefix_lens": prefix, "positions": branch_pos,
-                                   "pending": pending, "seq_lens_sum": seq_sum}, len(reqs))
-            accept_lens, accepted = outs["accept_lens"], outs["accepted"]
-            new_seq, last = outs["seq_lens"], outs["pending"]
+            res = self.fused.run(GreedyRoundInputs(
+                req_pool_indices=rows, seq_lens=seq, kv_prefix_lens=prefix, positions=branch_pos,
+                pending=pending, seq_lens_sum=seq_sum), len(reqs))
+            accept_lens, accepted = res.accept_lens, res.accepted
+            new_seq, last = res.seq_lens, res.pending
         else:
             # Coins of the three streams (specdec/random_streams.py): num_steps for the
             # draft's noise, one per tree node for acceptance, one for the final draw.
@@ -312,10 +325,9 @@ class RoundRunner:
         # Draft extend after decode: ndt rows per request over the compacted accepted path;
         # row accept_lens-1 gives the next round's candidates (DraftExtendPhase). Its inputs
         # are all on the device, so it is queued before the host waits for the round.
-        self.draft.extend_after_decode({
-            "input_ids": res.predict, "hidden": res.hidden, "req_pool_indices": rows,
-            "seq_lens": seq + res.accept_lens, "kv_prefix_lens": prefix,
-            "accept_lens": res.accept_lens})
+        self.draft.extend_after_decode(DraftExtendInputs(
+            input_ids=res.predict, hidden=res.hidden, req_pool_indices=rows,
+            seq_lens=seq + res.accept_lens, kv_prefix_lens=prefix, accept_lens=res.accept_lens))
         if pt is not None:
             pt.mark("draft_extend")
         return res.accept_lens, res.accepted_tokens, res.pending

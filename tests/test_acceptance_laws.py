@@ -53,7 +53,8 @@ def test_floor_bound_is_one_sided_z_over_the_rounds():
         3.0 - Z * (m.std ** 2 / 100 + 1 / 400) ** 0.5)
 
 
-_UNSLICED = PathPair(2, 3, 4, 1, "perturbed", 3, 12, 10, 5, b_cuda_graph=True)
+_UNSLICED = PathPair(topk=2, num_steps=3, ndt=4, page_size=1, draft="perturbed", batch_size=3,
+                     max_prompt_len=12, max_new_tokens=10, seed=5, b_cuda_graph=True)
 
 
 def test_path_invariant_holds_without_the_fault():
@@ -78,13 +79,15 @@ _FEW = dict(prompts=4, max_new_tokens=32) if DEVICE == "cpu" else {}
 _BUCKETS = (1, 2, 4) if DEVICE == "cpu" else (1, 2, 4, 8, 16, 32)  # the batch replays
 _FLOOR_CONTROLS = [
     ("draft_extend_width_steps_plus_one",  # SGLang #27545: the captured draft extend, trees
-     FloorConfig("eagle", 4, 4, 8, cuda_graph=True, graph_bs=_BUCKETS, dtype=DTYPE, **_FEW)),
+     FloorConfig(drafter="eagle", topk=4, num_steps=4, ndt=8, cuda_graph=True, graph_bs=_BUCKETS,
+                 dtype=DTYPE, **_FEW)),
     ("stale_draft_kv_after_accept",  # vLLM #14649
-     FloorConfig("standalone", 1, 3, 4, dtype=DTYPE, **_FEW)),
+     FloorConfig(drafter="standalone", topk=1, num_steps=3, ndt=4, dtype=DTYPE, **_FEW)),
 ]
 if DEVICE == "cuda":
     _FLOOR_CONTROLS.append(("draft_positions_early_increment",  # SGLang #25015
-                            FloorConfig("standalone", 1, 3, 4, dtype=DTYPE)))
+                            FloorConfig(drafter="standalone", topk=1, num_steps=3, ndt=4,
+                                        dtype=DTYPE)))
 
 
 @pytest.mark.parametrize("fault,cfg", _FLOOR_CONTROLS, ids=[f for f, _ in _FLOOR_CONTROLS])

@@ -89,14 +89,15 @@ class SamplesDraft(Wrapped):
 
 
 def _case(engine, spec, seed, **kw) -> EngineCase:
-    return EngineCase(engine, SETTINGS[engine], spec.to_dict(), seed, **kw)
+    return EngineCase(engine=engine, settings=SETTINGS[engine], spec=spec.to_dict(), seed=seed,
+                      **kw)
 
 
 def _rejects(law: str, wrong, case: EngineCase) -> None:
     ENGINE_LAWS[law].check(wrong.inner, case)  # the adapter it wraps passes
     with pytest.raises(OracleFailure) as info:
         ENGINE_LAWS[law].check(wrong, case)
-    assert info.value.oracle == law, info.value
+    assert info.value.check == law, info.value
 
 
 def _adapter(engine):

@@ -14,9 +14,12 @@ from harness.strategies.runs import default_device
 from specdec.memory.req_pool import DraftStatePool
 
 DEVICE = default_device()
-TREE = RunConfig(2, 3, 6, 4, "eagle", 3, 12, 10, 5)
-CONFIGS = [TREE, RunConfig(1, 3, 4, 1, "eagle", 2, 12, 10, 6, cuda_graph=True),
-           RunConfig(4, 4, 8, 16, "eagle", 4, 20, 12, 7, overlap=True, cuda_graph=True)]
+TREE = RunConfig(topk=2, num_steps=3, ndt=6, page_size=4, draft="eagle", batch_size=3,
+                 max_prompt_len=12, max_new_tokens=10, seed=5)
+CONFIGS = [TREE, RunConfig(topk=1, num_steps=3, ndt=4, page_size=1, draft="eagle", batch_size=2,
+                           max_prompt_len=12, max_new_tokens=10, seed=6, cuda_graph=True),
+           RunConfig(topk=4, num_steps=4, ndt=8, page_size=16, draft="eagle", batch_size=4,
+                     max_prompt_len=20, max_new_tokens=12, seed=7, overlap=True, cuda_graph=True)]
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: f"{c.topk}-{c.num_steps}-{c.ndt}")
@@ -49,4 +52,4 @@ def test_planted_mistakes_fail(monkeypatch, plant):
     plant(monkeypatch)
     with pytest.raises(OracleFailure) as info:
         prop_eagle_draft(TREE, DEVICE)
-    assert info.value.oracle == "eagle_draft"
+    assert info.value.check == "eagle_draft"

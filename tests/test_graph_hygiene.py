@@ -13,6 +13,7 @@ from harness.strategies.runs import default_device, make_prompts
 from specdec import Engine, SpecConfig
 from specdec.graphs.cuda_graph import GraphFactory
 from specdec.graphs.standin import CPUGraph, GraphCaptureError
+from specdec.spec.phases import DecodeInputs
 from specdec.trace import TraceRecorder
 
 DEVICE = torch.device(default_device())
@@ -58,15 +59,14 @@ def test_runner_outputs_survive_the_next_replay():
 
     def live(tokens):
         z = torch.zeros(len(tokens), dtype=torch.int64, device=DEVICE)  # reserved row / slot 0
-        return {"input_ids": torch.tensor(tokens, device=DEVICE), "positions": z,
-                "out_cache_loc": z, "req_pool_indices": z, "seq_lens": z + 1}
+        return DecodeInputs(torch.tensor(tokens, device=DEVICE), z, z, z + 1)
 
-    first = runner.run(live([5, 6, 7]), 3)["logits"]
+    first = runner.run(live([5, 6, 7]), 3).logits
     assert runner.last_ran_graph
     snapshot = first.clone()
     runner.run(live([9, 10, 11]), 3)
     assert torch.equal(first, snapshot)
-    assert not torch.equal(runner.outputs[4]["logits"][:3], snapshot)  # the static buffer moved on
+    assert not torch.equal(runner.outputs[4].logits[:3], snapshot)  # the static buffer moved on
 
 
 def test_positions_unchanged_across_draft_replay():

@@ -1,6 +1,8 @@
 """The CUDA-graph path (real graphs on GPU, the stand-in on CPU) against the eager path."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from harness.laws.eager_vs_graph import check_eager_graph_bitwise
@@ -126,7 +128,7 @@ def test_bitwise_law_sees_a_mistake_in_the_captured_round(monkeypatch):
 
     def short(self, outs, bs):
         out = right(self, outs, bs)
-        return {**out, "seq_lens": out["seq_lens"] - 1}
+        return dataclasses.replace(out, seq_lens=out.seq_lens - 1)
     spec = spec_for(1, 3)
     prompts = make_prompts(seed=9, batch_size=3, vocab_size=320, max_len=12)
     a = _traced_run(spec, 4, "float32", prompts, cuda_graph=False, batch_invariant=True,

@@ -29,11 +29,12 @@ DEVICE = default_device()
 def _fails(law: str, fn, *args):
     with pytest.raises(OracleFailure) as info:
         fn(*args)
-    assert info.value.oracle == law, info.value
+    assert info.value.check == law, info.value
 
 
 # -- finish -------------------------------------------------------------------------------
-FINISH = RunConfig(1, 3, 4, 1, "self", 4, 12, 12, 5, stop_at=9, ragged=True)
+FINISH = RunConfig(topk=1, num_steps=3, ndt=4, page_size=1, draft="self", batch_size=4,
+                   max_prompt_len=12, max_new_tokens=12, seed=5, stop_at=9, ragged=True)
 
 
 def test_finish_law_rejects_bad_outputs():
@@ -69,7 +70,8 @@ def test_churn_law_rejects_padded_rows_left_stale(monkeypatch, overlap):
     high-water mark that forgets the rows the batch of 4 wrote leaves that row stale."""
     from harness.laws.structure_under_churn import prop_structure_under_churn
     from harness.strategies.churn import ChurnConfig
-    cfg = ChurnConfig(1, 1, 2, 1, "eagle", 4, (2, 4), (4, 1, 3), overlap, 20)
+    cfg = ChurnConfig(topk=1, num_steps=1, ndt=2, page_size=1, draft="eagle", max_batch=4,
+                      graph_bs=(2, 4), sizes=(4, 1, 3), overlap=overlap, seed=20)
     prop_structure_under_churn(cfg, DEVICE)
     right = graph_runner.pad_inputs
 
@@ -82,13 +84,14 @@ def test_churn_law_rejects_padded_rows_left_stale(monkeypatch, overlap):
     monkeypatch.setattr(graph_runner, "pad_inputs", forgetful)
     with pytest.raises(OracleFailure) as info:
         prop_structure_under_churn(cfg, DEVICE)
-    assert info.value.oracle.startswith("padding"), info.value
+    assert info.value.check.startswith("padding"), info.value
 
 
 # -- the sampling distribution, probabilistic drafting and graphs included -------------------
 @pytest.mark.parametrize("graph", [False, True])
 def test_distribution_rejects_biased_probabilistic_rule(graph):
-    cfg = DistConfig("perturbed", "chain", "probabilistic", 1.0, 0, 1.0, graph, 31)
+    cfg = DistConfig(draft="perturbed", shape="chain", draft_sampling="probabilistic",
+                     temperature=1.0, top_k=0, top_p=1.0, cuda_graph=graph, seed=31)
     prop_sampled_distribution(cfg, DEVICE)
     from specdec.spec.verify import Verifier
     saved = Verifier.threshold_acc
@@ -100,7 +103,8 @@ def test_distribution_rejects_biased_probabilistic_rule(graph):
 
 
 def test_distribution_rejects_a_wrong_temperature_rule(monkeypatch):
-    cfg = DistConfig("eagle", "tree", "greedy", 1.8, 0, 1.0, False, 32)
+    cfg = DistConfig(draft="eagle", shape="tree", draft_sampling="greedy", temperature=1.8, top_k=0,
+                     top_p=1.0, cuda_graph=False, seed=32)
     prop_sampled_distribution(cfg, DEVICE)
     right = sampler.filtered_probs
     monkeypatch.setattr(sampler, "filtered_probs",  # T applied twice: support unchanged
@@ -110,7 +114,8 @@ def test_distribution_rejects_a_wrong_temperature_rule(monkeypatch):
 
 def test_distribution_rejects_unseeded_requests_sharing_a_seed(monkeypatch):
     """Requests naming no seed: the engine must derive a different one for each."""
-    cfg = DistConfig("eagle", "chain", "greedy", 1.0, 0, 1.0, False, 33, seeded=False)
+    cfg = DistConfig(draft="eagle", shape="chain", draft_sampling="greedy", temperature=1.0,
+                     top_k=0, top_p=1.0, cuda_graph=False, seed=33, seeded=False)
     prop_sampled_distribution(cfg, DEVICE)
     monkeypatch.setattr(sampler, "request_seed",  # the engine seed alone, not the request id
                         lambda req, engine_seed: streams.mix_seed(engine_seed, 0))
@@ -173,7 +178,8 @@ def test_standin_keeps_what_replays_leave_in_graph_memory():
 
 
 def test_structure_rejects_stale_rows_in_a_shrinking_bucket(monkeypatch):
-    cfg = RunConfig(1, 3, 4, 1, "eagle", 7, 12, 12, 5, cuda_graph=True, graph_bs=(8,),
+    cfg = RunConfig(topk=1, num_steps=3, ndt=4, page_size=1, draft="eagle", batch_size=7,
+                    max_prompt_len=12, max_new_tokens=12, seed=5, cuda_graph=True, graph_bs=(8,),
                     ragged=True)
     prop_structure(cfg, DEVICE)
     right = graph_runner.pad_inputs
@@ -186,7 +192,9 @@ def test_structure_rejects_stale_rows_in_a_shrinking_bucket(monkeypatch):
 
 
 # -- long context ------------------------------------------------------------------------------
-LONG = RunConfig(1, 3, 4, 4, "eagle", 2, 200, 12, 7, model="tiny-long", min_prompt_len=160,
+LONG = RunConfig(topk=1, num_steps=3, ndt=4, page_size=4, draft="eagle", batch_size=2,
+                 max_prompt_len=200, max_new_tokens=12, seed=7, model="tiny-long",
+                 min_prompt_len=160,
                  draft_max_position=64)
 
 
@@ -217,7 +225,9 @@ def test_long_context_crosses_the_tables():
 
 
 # -- tensor parallelism: tp N equals tp 1 ------------------------------------------------------
-TP = RunConfig(1, 3, 4, 4, "eagle", 3, 10, 6, 11, cuda_graph=True, graph_bs=(2, 4), tp_size=2)
+TP = RunConfig(topk=1, num_steps=3, ndt=4, page_size=4, draft="eagle", batch_size=3,
+               max_prompt_len=10, max_new_tokens=6, seed=11, cuda_graph=True, graph_bs=(2, 4),
+               tp_size=2)
 
 
 def test_tp_law_rejects_misordered_vocab_gather(monkeypatch):
@@ -238,7 +248,8 @@ def test_overlap_law_rejects_a_wrong_coin_candidate(monkeypatch):
     """Overlap picks a sampled request's coins among candidates on the device: picking the
     next one (a position off by one) changes only the overlap run."""
     from harness.laws.overlap_equals_sync import prop_overlap_equals_sync
-    cfg = RunConfig(1, 3, 4, 1, "perturbed", 3, 8, 8, 11, temperature=1.0)
+    cfg = RunConfig(topk=1, num_steps=3, ndt=4, page_size=1, draft="perturbed", batch_size=3,
+                    max_prompt_len=8, max_new_tokens=8, seed=11, temperature=1.0)
     prop_overlap_equals_sync(cfg, DEVICE)
     import specdec.rounds as rounds
     real = rounds.batch_sampling
@@ -252,7 +263,8 @@ def test_overlap_law_rejects_a_wrong_coin_candidate(monkeypatch):
 
 
 # -- prefix_transparent ---------------------------------------------------------------------
-PREFIX = RunConfig(1, 3, 4, 1, "self", 6, 12, 8, 3, prefix_cache=True)
+PREFIX = RunConfig(topk=1, num_steps=3, ndt=4, page_size=1, draft="self", batch_size=6,
+                   max_prompt_len=12, max_new_tokens=8, seed=3, prefix_cache=True)
 
 
 def test_prefix_law_rejects_uncounted_references(monkeypatch):
@@ -277,7 +289,7 @@ def test_prefix_law_rejects_shared_pages_out_of_order(monkeypatch):
     monkeypatch.setattr(MemoryManager, "admit", reversed_pages)
     with pytest.raises(OracleFailure) as info:
         prop_prefix_transparent(PREFIX, DEVICE)
-    assert info.value.oracle in ("prefix_transparent", "kv_content"), info.value
+    assert info.value.check in ("prefix_transparent", "kv_content"), info.value
 
 
 def test_structure_rejects_tree_nodes_in_score_order(monkeypatch):
@@ -285,7 +297,8 @@ def test_structure_rejects_tree_nodes_in_score_order(monkeypatch):
     top-k's own) parents still precede children, so only the layout check sees it."""
     import specdec.spec.draft_decode_phase as ddp
     from specdec.spec import select
-    cfg = RunConfig(4, 3, 8, 1, "eagle", 2, 8, 6, 3)
+    cfg = RunConfig(topk=4, num_steps=3, ndt=8, page_size=1, draft="eagle", batch_size=2,
+                    max_prompt_len=8, max_new_tokens=6, seed=3)
     prop_structure(cfg, DEVICE)
 
     def score_order(score_list, token_list, parents_list, ndt):

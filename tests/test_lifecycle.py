@@ -32,7 +32,7 @@ def test_structure_after_each_step_sees_stale_padded_rows(fault):
     from harness.strategies.lifecycle_config import LifecycleConfig, build_lifecycle_engine
     from specdec import faults
     from specdec.trace import TraceRecorder
-    cfg = LifecycleConfig(1, 3, 4, page_size=1, draft="eagle", cuda_graph=True,
+    cfg = LifecycleConfig(topk=1, num_steps=3, ndt=4, page_size=1, draft="eagle", cuda_graph=True,
                           max_batch=4, max_prompt_len=6, max_new_tokens=8, pool_slack=300,
                           seed=0, graph_bs=(4,))
     eng = build_lifecycle_engine(cfg, "cpu")
@@ -48,7 +48,7 @@ def test_structure_after_each_step_sees_stale_padded_rows(fault):
                 n = check_recent_structure(eng.recorder, shape, n)
         except OracleFailure as exc:
             assert fault is not None, exc
-            assert exc.oracle.startswith("padding"), exc
+            assert exc.check.startswith("padding"), exc
             return
     assert fault is None, "stale padded rows went unseen"
 
@@ -68,7 +68,7 @@ def test_admission_order_sees_a_retraction_sent_to_the_back(planted):
     from harness.laws.common import OracleFailure
     from harness.laws.lifecycle import check_admission_order
     from harness.strategies.lifecycle_config import LifecycleConfig, build_lifecycle_engine
-    cfg = LifecycleConfig(1, 3, 4, page_size=2, draft="eagle", cuda_graph=False,
+    cfg = LifecycleConfig(topk=1, num_steps=3, ndt=4, page_size=2, draft="eagle", cuda_graph=False,
                           max_batch=4, max_prompt_len=6, max_new_tokens=24, pool_slack=40,
                           seed=0)
     eng = build_lifecycle_engine(cfg, "cpu")
@@ -82,7 +82,7 @@ def test_admission_order_sees_a_retraction_sent_to_the_back(planted):
             check_admission_order(eng.scheduler)
     except OracleFailure as exc:
         assert planted, exc
-        assert exc.oracle == "lifecycle_order", exc
+        assert exc.check == "lifecycle_order", exc
         return
     assert eng.scheduler.retractions > 0, "the pool never forced a retraction"
     assert not planted, "a retraction sent to the back went unseen"
@@ -95,7 +95,7 @@ def test_batch_bound_holds_and_sees_one_request_too_many():
     from harness.laws.common import OracleFailure
     from harness.laws.lifecycle import check_batch_bound
     from harness.strategies.lifecycle_config import LifecycleConfig, build_lifecycle_engine
-    cfg = LifecycleConfig(1, 3, 4, page_size=2, draft="eagle", cuda_graph=False,
+    cfg = LifecycleConfig(topk=1, num_steps=3, ndt=4, page_size=2, draft="eagle", cuda_graph=False,
                           max_batch=3, max_prompt_len=6, max_new_tokens=8, pool_slack=400,
                           seed=0)
     eng = build_lifecycle_engine(cfg, "cpu")
@@ -108,7 +108,7 @@ def test_batch_bound_holds_and_sees_one_request_too_many():
         try:
             check_batch_bound(eng.scheduler, cfg.max_batch - 1)
         except OracleFailure as exc:
-            assert exc.oracle == "lifecycle_batch", exc
+            assert exc.check == "lifecycle_batch", exc
             one_too_many.append(exc)
     assert one_too_many, "a batch one past the bound went unseen (or the batch never filled)"
 

@@ -35,7 +35,7 @@ def run():
 def _fails(oracle_name: str, fn, *args):
     with pytest.raises(OracleFailure) as info:
         fn(*args)
-    assert info.value.oracle == oracle_name, info.value
+    assert info.value.check == oracle_name, info.value
 
 
 def _forward(trace, mode, rnd=0, i=0):
@@ -60,7 +60,7 @@ def test_structure_oracle(run):
         corrupt(trace)
         with pytest.raises(OracleFailure) as info:
             check_structure(trace, SHAPE)
-        assert info.value.oracle in (name, "verify_positions"), (name, info.value)
+        assert info.value.check in (name, "verify_positions"), (name, info.value)
 
 
 def test_structure_padding_oracle(run):

@@ -104,7 +104,7 @@ def _failures(cases, check: str, device: str = DEVICE) -> list[SamplingFilterCas
         try:
             prop_sampling_filter(case, device)
         except OracleFailure as exc:
-            assert exc.oracle == "sampling_filter"
+            assert exc.check == "sampling_filter"
             assert check in exc.detail, exc.detail
             failed.append(case)
     return failed

@@ -29,6 +29,9 @@ from statistics import NormalDist
 
 from harness.laws.common import OracleFailure
 from harness.strategies.trained_pair import Measured, measure, trained_pair
+from harness.laws.declaration import Law, Slice
+
+NAME = "acceptance_floor"  # the law whose checks this module raises (OracleFailure)
 
 ALPHA = 1e-3
 Z = NormalDist().inv_cdf(1 - ALPHA)
@@ -76,7 +79,7 @@ def lower_bound(m: Measured, base: dict, paired: bool) -> float:
     return base["mean"] - Z * math.sqrt(var)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FloorConfig:
     """One baselined configuration, measured along one path."""
 
@@ -111,7 +114,7 @@ class FloorConfig:
 def check_floor(cfg: FloorConfig, m: Measured, base: dict, bound: float) -> None:
     """Raises OracleFailure when m's mean is below the bound (lower_bound)."""
     if m.mean < bound:
-        raise OracleFailure("acceptance_floor", (
+        raise OracleFailure(NAME, NAME, (
             f"{cfg.key} (graphs={cfg.cuda_graph} page_size={cfg.page_size} overlap="
             f"{cfg.overlap} batch={cfg.batch}): mean accept length {m.mean:.3f} over "
             f"{m.rounds} rounds < {bound:.3f} = baseline {base['mean']:.3f} - z_(1-{ALPHA:g}) "
@@ -169,7 +172,27 @@ def floor_configs(device: str, dtype: str, graphs=(False, True), page_sizes=(1, 
         raise ValueError(f"no {device_key(device, dtype)} baselines in {BASELINES}: run "
                          "`python -m harness acceptance --write-baseline`")
     return st.builds(
-        lambda key, **kw: FloorConfig(*parse_config_key(key), dtype=dtype, **kw),
+        lambda key, **kw: FloorConfig(**dict(zip(("drafter", "topk", "num_steps", "ndt"),
+                                                 parse_config_key(key))), dtype=dtype, **kw),
         st.sampled_from(keys), cuda_graph=st.sampled_from(graphs),
         page_size=st.sampled_from(page_sizes), overlap=st.booleans(),
         batch=st.sampled_from(("together", "halves")), graph_bs=st.sampled_from(buckets))
+
+
+# The CPU tier's floors: a chain and a tree per drafter (the gate runs every configuration).
+CPU_FLOORS = ("eagle topk=1 steps=3 ndt=4", "eagle topk=4 steps=4 ndt=8",
+              "standalone topk=1 steps=3 ndt=4", "standalone topk=2 steps=3 ndt=6")
+
+
+def floor_space(on_gpu: bool, fixed: dict):
+    if on_gpu:
+        return floor_configs("cuda", "bfloat16", buckets=((1, 2, 4), (1, 2, 4, 8, 16, 32)))
+    return floor_configs("cpu", "float32", keys=CPU_FLOORS)
+
+
+LAW = Law(
+    name="acceptance_floor", rank=210, prop=prop_acceptance_floor, config=FloorConfig,
+    summary="the trained pair's mean accept length on held-out text stays above its "
+            "committed baseline's bound",
+    strategy=floor_space, slices=(Slice(fraction=5),),  # each example runs held-out prompts
+    controls=("tests/test_acceptance_laws.py::test_floor_rejects_a_draft_side_fault",))

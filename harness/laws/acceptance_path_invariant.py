@@ -23,12 +23,15 @@ from harness.strategies.drawn_run import build_engine, prompts_for, run, samplin
 from harness.strategies.prefix_workloads import serve_waves, waves_of
 from harness.strategies.runs import default_device, new_token_counts
 from specdec.trace import TraceRecorder
+from harness.laws.declaration import Law, Slice
+
+NAME = "acceptance_path_invariant"  # the law whose checks this module raises (OracleFailure)
 
 BATCHES = ("same", "reversed", "halves", "alone")  # how path B's batch differs from A's
 LATE = 2  # "halves": steps after which the second half joins
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PathPair(RunConfig):
     """Path A is the drawn run, synchronous; path B the same requests with these axes."""
 
@@ -135,7 +138,7 @@ def check_same_acceptance(cfg: RunConfig, eng_a, outs_a, outs_b, what: str) -> i
             if top2_margins(eng_a.target, prompt, a.tokens, eng_a.device)[0] < eps:
                 ties += 1
                 continue
-            raise OracleFailure("acceptance_path_invariant", f"request {i}: first token "
+            raise OracleFailure(NAME, NAME, f"request {i}: first token "
                                 f"{a.tokens[0]} on A, {b.tokens[0]} on B ({what})")
         done = 1
         for k, (la, lb) in enumerate(zip(a.accept_lens, b.accept_lens)):
@@ -146,14 +149,14 @@ def check_same_acceptance(cfg: RunConfig, eng_a, outs_a, outs_b, what: str) -> i
                 if gap < eps:
                     ties += 1
                     break
-                raise OracleFailure("acceptance_path_invariant", (
+                raise OracleFailure(NAME, NAME, (
                     f"request {i} round {k}: accept length {la} on A, {lb} on B ({what}); "
                     f"A's accept lengths {a.accept_lens}, B's {b.accept_lens}; no choice of "
                     f"that round is within {eps:.0e} of a tie (smallest gap {gap:.3e})"))
             done = end_a
         else:
             if len(a.accept_lens) != len(b.accept_lens):
-                raise OracleFailure("acceptance_path_invariant", (
+                raise OracleFailure(NAME, NAME, (
                     f"request {i}: {len(a.accept_lens)} rounds on A, {len(b.accept_lens)} on B "
                     f"({what}): {a.accept_lens} vs {b.accept_lens}"))
     return ties
@@ -187,3 +190,38 @@ def prop_acceptance_path_invariant(cfg: PathPair, device: str | None = None) -> 
             f"{cfg.b_prefix_cache} page_size={cfg.b_page_size} batch={cfg.b_batch} "
             f"tp={cfg.b_tp_size}")
     check_same_acceptance(a_cfg, eng_a, outs_a, outs_b, what)
+
+
+
+def path_space(on_gpu: bool, fixed: dict):
+    """The tiny model with drafters of every acceptance, or (pair=trained) the trained target
+    with its EAGLE head and a standalone drafter; tensor parallel path B only where two GPUs
+    are visible."""
+    import os
+
+    import torch
+    kw = {}
+    if fixed.get("pair") == "trained":
+        from harness.strategies.trained_pair import trained_pair
+        pair = trained_pair(os.environ.get("SPECDEC_TRAINED_PAIR"))
+        kw = dict(model=pair.target, drafts=(pair.eagle, pair.draft_arg("standalone")))
+    if on_gpu:
+        tp = (1, 2) if torch.cuda.device_count() >= 2 else (1,)
+        return path_pairs(dtypes=("float32", "bfloat16"), tp_sizes=tp, max_batch=8,
+                          max_prompt_len=40, max_new_tokens=24, **kw)
+    if kw:  # the trained pair on a CPU: small runs, no shared-prefix workloads (their
+        # prompts come from greedy references of the larger model)
+        return path_pairs(max_batch=3, max_prompt_len=12, max_new_tokens=10, max_ndt=8,
+                          prefix=(False,), **kw)
+    return path_pairs(max_batch=4, max_prompt_len=16, max_new_tokens=12, max_ndt=8, **kw)
+
+
+LAW = Law(
+    name="acceptance_path_invariant", rank=200, prop=prop_acceptance_path_invariant,
+    config=PathPair, strategy=path_space,
+    summary="per-round accept lengths are the same on every path (batching, graphs, overlap, "
+            "pages, prefix cache, TP), ties aside",
+    # Each example runs two paths.
+    slices=(Slice((("pair", "tiny"),), 2), Slice((("pair", "trained"),), 5)),
+    controls=("tests/test_acceptance_laws.py::"
+              "test_path_invariant_rejects_a_path_that_drafts_differently",))

@@ -46,6 +46,10 @@ from harness.strategies.configs import TEMPERATURES, TOP_KS, TOP_PS
 from harness.strategies.runs import default_device
 from specdec import Engine, SpecConfig
 from specdec.sampling_params import SamplingParams
+from harness.laws.declaration import Law, Slice, grid
+from harness.strategies.tiers import graphs_of
+
+NAME = "sampled_distribution"  # the law whose checks this module raises (OracleFailure)
 
 MIN_EXPECTED = 5.0
 QUANTILES = 8
@@ -146,7 +150,7 @@ def _chi2(observed: list[float], expected: list[float], alpha: float, what: str,
     if stat > crit:
         worst = np.argsort(-(o - e) ** 2 / e)[:3]
         detail = ", ".join(f"{lab[i]}: {int(o[i])} vs {e[i]:.1f}" for i in worst)
-        raise OracleFailure("sampled_distribution",
+        raise OracleFailure(NAME, NAME,
                             f"{what}: chi2={stat:.1f} > {crit:.1f} (df={df}, alpha={alpha:.1e}, "
                             f"n={int(o.sum())}); worst bins {detail}")
     return {"chi2": stat, "critical": crit, "df": df}
@@ -175,7 +179,7 @@ def check_pairs(pairs: list[tuple[int, int]], exact: dict[int, np.ndarray], alph
     counts = Counter(pairs)
     for (t1, t2), c in counts.items():
         if p1[t1] == 0 or exact[t1][t2] == 0:
-            raise OracleFailure("sampled_distribution",
+            raise OracleFailure(NAME, NAME,
                                 f"{what}: ({t1}, {t2}) drawn {c} times, exact probability 0")
     cells = [(t1, t2) for t1, row in exact.items() if t1 >= 0
              for t2 in np.nonzero(n * row >= MIN_EXPECTED)[0].tolist()]
@@ -208,7 +212,7 @@ def check_sampled_distribution(engine, prompt: list[int], n: int, temperature: f
     want = (t1, int(np.argmax(exact[t1])))  # filters keep the top token: the greedy path
     for b, got in greedy:
         if got != want:
-            raise OracleFailure("sampled_distribution", f"{what}: the greedy request at batch "
+            raise OracleFailure(NAME, NAME, f"{what}: the greedy request at batch "
                                 f"position {b} emitted {got}, the greedy path is {want}")
     return check_pairs(pairs, exact, alpha, what)
 
@@ -219,7 +223,7 @@ SHAPES = {"chain": (1, 3, 4), "tree": (2, 3, 5)}
 GRAPH_BATCH = 64  # graphs: the samples run in batches of one captured size
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DistConfig:
     draft: str
     shape: str
@@ -244,12 +248,13 @@ class DistConfig:
 
 def distribution_configs(graphs=(False, True)):
     n = 2000 if settings._current_profile == "nightly" else 400
-    return st.builds(DistConfig, st.sampled_from(("eagle", "self", "perturbed")),
-                     st.sampled_from(tuple(SHAPES)), st.sampled_from(("greedy", "probabilistic")),
-                     st.sampled_from(TEMPERATURES), st.sampled_from(TOP_KS),
-                     st.sampled_from(TOP_PS), st.sampled_from(graphs),
-                     st.integers(0, 2**31 - 1), st.just(n), st.booleans(),
-                     st.sampled_from((0, 2, 4)))
+    return st.builds(DistConfig, draft=st.sampled_from(("eagle", "self", "perturbed")),
+                     shape=st.sampled_from(tuple(SHAPES)),
+                     draft_sampling=st.sampled_from(("greedy", "probabilistic")),
+                     temperature=st.sampled_from(TEMPERATURES), top_k=st.sampled_from(TOP_KS),
+                     top_p=st.sampled_from(TOP_PS), cuda_graph=st.sampled_from(graphs),
+                     seed=st.integers(0, 2**31 - 1), n=st.just(n), seeded=st.booleans(),
+                     greedy_every=st.sampled_from((0, 2, 4)))
 
 
 def dist_engine(cfg: DistConfig, device: str) -> Engine:
@@ -275,3 +280,13 @@ def prop_sampled_distribution(cfg: DistConfig, device: str | None = None) -> dic
                                       cfg.top_k, cfg.top_p,
                                       seed=cfg.seed if cfg.seeded else None, alpha=ALPHA,
                                       greedy_every=cfg.greedy_every)
+
+
+LAW = Law(
+    name="sampled_distribution", rank=120, prop=prop_sampled_distribution, config=DistConfig,
+    summary="sampled tokens follow the filtered target distribution (oracle 7)",
+    strategy=lambda on_gpu, fixed: distribution_configs(graphs_of(fixed)),
+    slices=grid(2, cuda_graph=(False, True)),
+    controls=("tests/test_laws_not_vacuous.py::test_distribution_rejects_biased_probabilistic_rule",
+              "tests/test_sampling_distribution.py::test_biased_acceptance_is_caught",
+              "cases/final_coin_reused"))

@@ -18,6 +18,10 @@ from harness.laws.structure import all_forwards, check_metadata_covers_batch
 from harness.strategies.configs import RunConfig
 from harness.strategies.drawn_run import greedy_reference_outputs, traced
 from harness.strategies.runs import default_device
+from harness.laws.declaration import Law, Slice, grid
+from harness.strategies.tiers import engine_runs
+
+NAME = "eager_vs_graph"  # the law whose checks this module raises (OracleFailure)
 
 
 def prop_eager_vs_graph(cfg: RunConfig, device: str | None = None) -> None:
@@ -32,7 +36,7 @@ def prop_eager_vs_graph(cfg: RunConfig, device: str | None = None) -> None:
     check_eager_graph_bitwise(inv, graph)
     if out_i != out_g:
         b = next(i for i, (x, y) in enumerate(zip(out_i, out_g)) if x != y)
-        raise OracleFailure("eager_vs_graph", f"request {b}: eager {out_i[b]} != graph {out_g[b]}")
+        raise OracleFailure(NAME, NAME, f"request {b}: eager {out_i[b]} != graph {out_g[b]}")
     # A sampled token may flip at a CDF boundary between different shapes: the greedy
     # requests alone (all, none, or a mix, cfg.samples) are held to plain eager decoding.
     greedy = [b for b in range(cfg.batch_size) if not cfg.samples(b)]
@@ -51,7 +55,7 @@ def check_eager_graph_bitwise(eager_engine, graph_engine) -> int:
     slot of the target and draft pools. Returns the number of forwards compared."""
     fa, fb = all_forwards(eager_engine.recorder), all_forwards(graph_engine.recorder)
     if [f.mode for f in fa] != [f.mode for f in fb]:
-        raise OracleFailure("eager_vs_graph", "the two runs ran different forward sequences")
+        raise OracleFailure(NAME, NAME, "the two runs ran different forward sequences")
     for i, (x, y) in enumerate(zip(fa, fb)):
         n_req = x.req_pool_indices.numel()
         real = int((x.req_pool_indices > 0).sum())
@@ -62,7 +66,7 @@ def check_eager_graph_bitwise(eager_engine, graph_engine) -> int:
             rows = real * (u.shape[0] // n_req)
             if not torch.equal(u[:rows], v[:rows]):
                 row = int((u[:rows] != v[:rows]).flatten(1).any(1).nonzero()[0, 0])
-                raise OracleFailure("eager_vs_graph", (
+                raise OracleFailure(NAME, NAME, (
                     f"forward {i} ({x.mode}, graph={y.graph}) {name} differ first at row {row}"))
     page = eager_engine.page_size
     pools = [(eager_engine.target_backend.pool, graph_engine.target_backend.pool, "target")]
@@ -72,5 +76,14 @@ def check_eager_graph_bitwise(eager_engine, graph_engine) -> int:
         for j, (x, y) in enumerate(zip(pa.buffers, pb.buffers)):
             if not torch.equal(x[page:], y[page:]):
                 slot = page + int((x[page:] != y[page:]).flatten(1).any(1).nonzero()[0, 0])
-                raise OracleFailure("eager_vs_graph", f"{name} KV buffer {j} differs at slot {slot}")
+                raise OracleFailure(NAME, NAME, f"{name} KV buffer {j} differs at slot {slot}")
     return len(fa)
+
+
+LAW = Law(
+    name="eager_vs_graph", rank=40, prop=prop_eager_vs_graph, config=RunConfig,
+    summary="CUDA graphs == batch-invariant eager, bit for bit: tokens, forwards, KV (oracle 2)",
+    strategy=engine_runs(sampled=True, prefix=(False, True)),
+    slices=grid(3, page_size=(1, 16), cuda_graph=(True,)),
+    controls=("tests/test_oracles_not_vacuous.py::test_eager_vs_graph_oracle",
+              "cases/graph_output_not_captured"))

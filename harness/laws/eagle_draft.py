@@ -32,6 +32,11 @@ from harness.references.dense import reference_prefill
 from harness.strategies.configs import RunConfig
 from harness.strategies.drawn_run import traced
 from harness.strategies.runs import default_device
+from harness.laws.declaration import Law, Slice, grid
+from harness.strategies.configs import run_configs
+from harness.strategies.tiers import graphs_of
+
+NAME = "eagle_draft"  # the law whose checks this module raises (OracleFailure)
 
 
 class DenseEagle:
@@ -99,7 +104,7 @@ def check_eagle_draft_logits(engine, trace, topk: int) -> int:
             for node, parent, logits in found:
                 diff = float((logits.float() - dense.logits(paths[parent])).abs().max())
                 if diff > tol:
-                    raise OracleFailure("eagle_draft", (
+                    raise OracleFailure(NAME, NAME, (
                         f"round {n_round} request {rid} ({n} committed) node {node}, proposed "
                         f"from node {parent} (draft path {list(paths[parent])}): draft logits "
                         f"differ from the dense head's by {diff:.3e} > {tol:.0e}"))
@@ -115,3 +120,21 @@ def prop_eagle_draft(cfg: RunConfig, device: str | None = None) -> None:
         raise ValueError(f"eagle_draft needs draft='eagle', not {cfg.draft!r}")
     eng, _ = traced(cfg, device or default_device())
     check_eagle_draft_logits(eng, eng.recorder, cfg.topk)
+
+
+
+def eagle_runs(on_gpu: bool, fixed: dict):
+    """EAGLE-head runs in float32 (the dense recomputation's tolerance is set for it), every
+    other axis drawn as for the other engine laws."""
+    size = dict(max_batch=10) if on_gpu else dict(max_batch=6, max_prompt_len=24,
+                                                  max_new_tokens=16)
+    return run_configs(drafts=("eagle",), graphs=graphs_of(fixed), sampled=True,
+                       prefix=(False, True), **size)
+
+
+LAW = Law(
+    name="eagle_draft", rank=70, prop=prop_eagle_draft, config=RunConfig,
+    summary="an EAGLE head's draft logits == the dense head along each node's ancestry "
+            "(oracle 5 for the drafter that has no twin)",
+    strategy=eagle_runs, slices=grid(2, draft=("eagle",), cuda_graph=(False, True)),
+    controls=("tests/test_eagle_draft.py::test_planted_mistakes_fail",))

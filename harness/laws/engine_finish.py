@@ -25,6 +25,7 @@ from harness.laws.engine_support import fail, margins, plain_continuation, run
 from harness.laws.finish import check_finish
 from harness.strategies.configs import STOP_PAST_CAP
 from harness.strategies.engine_cases import EngineCase, engine_cases, requests_for
+from harness.laws.declaration import Law
 
 NAME = "engine_finish"
 NEEDS = frozenset({Observable.PLAIN_GREEDY, Observable.TARGET_LOGITS})
@@ -88,3 +89,10 @@ def check(adapter, case: EngineCase) -> dict:
     past = sum(any(t in c.tokens[r.max_new_tokens:] and t not in c.tokens[:r.max_new_tokens]
                    for t in s) for r, c, s in zip(reqs, refs, stops))
     return {"stopped": sum(o.finish_reason == "stop" for o in outs), "stop_past_cap": past}
+
+
+LAW = Law(
+    name=NAME, rank=310, check=check, cases=cases, needs=NEEDS,
+    summary="length, stop position and reason == the plain continuation cut at the stop or the cap",
+    controls=("tests/test_adapters_not_vacuous.py::test_dropping_the_last_token_is_rejected",
+              "tests/test_adapters_not_vacuous.py::test_emitting_past_a_stop_is_rejected"))

@@ -13,6 +13,7 @@ from harness.adapters.protocol import Observable
 from harness.strategies.engine_cases import EngineCase, engine_cases, requests_for
 from harness.laws.engine_support import fail, margins, run
 from harness.references.ties import compare_greedy
+from harness.laws.declaration import Law
 
 NAME = "engine_lossless_greedy"
 NEEDS = frozenset({Observable.PLAIN_GREEDY, Observable.TARGET_LOGITS})
@@ -37,3 +38,9 @@ def check(adapter, case: EngineCase) -> dict:
                              f"{ref.tokens}: {what}")
         ties += what != "identical"
     return {"ties": ties}
+
+
+LAW = Law(
+    name=NAME, rank=300, check=check, cases=cases, needs=NEEDS,
+    summary="speculative greedy == the engine's own plain greedy, ties aside",
+    controls=("tests/test_adapters_not_vacuous.py::test_dropping_the_last_token_is_rejected",))

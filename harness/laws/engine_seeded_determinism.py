@@ -14,6 +14,7 @@ from dataclasses import replace
 from harness.adapters.protocol import Observable
 from harness.strategies.engine_cases import EngineCase, engine_cases, requests_for
 from harness.laws.engine_support import fail, run
+from harness.laws.declaration import Law
 
 NAME = "engine_seeded_determinism"
 NEEDS = frozenset({Observable.SEEDED})
@@ -38,3 +39,9 @@ def check(adapter, case: EngineCase) -> dict:
                              f" first call {x.tokens} ({x.finish_reason}), same request after "
                              f"another call {y.tokens} ({y.finish_reason})")
     return {"requests": len(reqs)}
+
+
+LAW = Law(
+    name=NAME, rank=340, check=check, cases=cases, needs=NEEDS,
+    summary="a seeded batch is reproducible across calls",
+    controls=("tests/test_adapters_not_vacuous.py::test_drifting_seeds_fail_seeded_determinism",))

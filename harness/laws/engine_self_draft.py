@@ -17,6 +17,7 @@ from harness.adapters.protocol import Observable
 from harness.strategies.engine_cases import EngineCase, engine_cases, requests_for
 from harness.laws.engine_support import fail, margins, run
 from harness.references.ties import TIE_EPS
+from harness.laws.declaration import Law
 
 NAME = "engine_self_draft"
 NEEDS = frozenset({Observable.SELF_DRAFT, Observable.ACCEPT_LENGTHS, Observable.TARGET_LOGITS})
@@ -54,3 +55,10 @@ def check(adapter, case: EngineCase) -> dict:
             raise fail(NAME, f"request {b}: {len(out.tokens)} tokens and no round drafted "
                              f"anything: {out.rounds}")
     return seen
+
+
+LAW = Law(
+    name=NAME, rank=320, check=check, cases=cases, needs=NEEDS,
+    summary="with the target as its own drafter every draft is accepted, ties aside",
+    controls=("tests/test_adapters_not_vacuous.py::"
+              "test_a_drafter_other_than_the_target_fails_self_draft",))

@@ -42,4 +42,4 @@ def plain_continuation(adapter, requests: list[Request], extra: int = 0) -> list
 
 
 def fail(law: str, detail: str) -> OracleFailure:
-    return OracleFailure(law, detail)
+    return OracleFailure(law, law, detail)

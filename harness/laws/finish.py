@@ -16,6 +16,10 @@ from harness.strategies.drawn_run import (build_engine, prompts_for, run, run_co
                                           sampling_for)
 from harness.strategies.runs import default_device, greedy_baseline, new_token_counts, serve
 from harness.references.ties import compare_greedy
+from harness.laws.declaration import Law, Slice, grid
+from harness.strategies.tiers import engine_runs
+
+NAME = "finish"  # the law whose checks this module raises (OracleFailure)
 
 
 def cut(tokens: list[int], max_new: int, stop: tuple) -> list[int]:
@@ -38,26 +42,26 @@ def check_finish(outputs, max_new: list[int], stops: list[tuple], references=Non
     for b, (o, n, stop) in enumerate(zip(outputs, max_new, stops)):
         toks, where = o.tokens, f"request {b} (max_new_tokens {n}, stop {list(stop)})"
         if len(toks) > n:
-            raise OracleFailure("finish", f"{where}: {len(toks)} tokens returned")
+            raise OracleFailure(NAME, NAME, f"{where}: {len(toks)} tokens returned")
         early = [i for i, t in enumerate(toks[:-1]) if t in stop]
         if early:
-            raise OracleFailure("finish", f"{where}: stop token at output {early[0]} of "
+            raise OracleFailure(NAME, NAME, f"{where}: stop token at output {early[0]} of "
                                           f"{len(toks)}, tokens after it returned: {toks}")
         want = "stop" if toks and toks[-1] in stop else "length"
         if o.finish_reason != want or (want == "length" and len(toks) != n):
-            raise OracleFailure("finish", f"{where}: finish reason {o.finish_reason!r} with "
+            raise OracleFailure(NAME, NAME, f"{where}: finish reason {o.finish_reason!r} with "
                                           f"{len(toks)} tokens {toks}")
         if references is None:
             continue
         ref = cut(references[b], n, stop)
         if margins is None:
             if toks != ref:
-                raise OracleFailure("finish", f"{where}: returned {toks}, the same request "
+                raise OracleFailure(NAME, NAME, f"{where}: returned {toks}, the same request "
                                               f"without stops gives {ref}")
             continue
         ok, what = compare_greedy(toks, ref, margins[b], dtype)
         if not ok:
-            raise OracleFailure("finish", f"{where}: {what}")
+            raise OracleFailure(NAME, NAME, f"{where}: {what}")
 
 
 def prop_finish(cfg: RunConfig, device: str | None = None) -> None:
@@ -86,3 +90,13 @@ def prop_finish(cfg: RunConfig, device: str | None = None) -> None:
     exact = cfg.temperature == 0 or cfg.dtype == "float32"
     check_finish(outs, counts, stops, refs if exact else None, margins, eng.dtype)
     eng.check_accounting()
+
+
+LAW = Law(
+    name="finish", rank=90, prop=prop_finish, config=RunConfig,
+    summary="output length, stop position and finish reason == the plain continuation cut at "
+            "the stop or the cap (oracle 8)",
+    strategy=engine_runs(sampled=True, stops=True, prefix=(False, True)),
+    slices=grid(2, cuda_graph=(False, True)),
+    controls=("tests/test_laws_not_vacuous.py::test_finish_law_rejects_bad_outputs",
+              "cases/finish_cap_before_stop"))

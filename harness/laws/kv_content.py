@@ -13,6 +13,10 @@ from harness.references.dense import reference_prefill
 from harness.strategies.configs import RunConfig
 from harness.strategies.drawn_run import traced
 from harness.strategies.runs import default_device
+from harness.laws.declaration import Law, Slice, grid
+from harness.strategies.tiers import engine_runs
+
+NAME = "kv_content"  # the law whose checks this module raises (OracleFailure)
 
 # Largest |pool - reference| for K/V written by the paged engine vs the dense reference.
 KV_TOL = {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 1.5e-1}
@@ -25,7 +29,7 @@ def _compare(pool: str, rid: int, layer: int, got: torch.Tensor, k: torch.Tensor
         bad = diff > tol * (1 + w.float().cpu().abs())
         if bool(bad.any()):
             pos = int(bad.nonzero()[0, 0])
-            raise OracleFailure("kv_content", (
+            raise OracleFailure(NAME, NAME, (
                 f"request {rid} {pool} layer {layer} {name} at position {pos}: max error "
                 f"{float(diff[pos].max()):.3e} > {tol:.0e} (relative)"))
 
@@ -79,3 +83,12 @@ def prop_kv_content(cfg: RunConfig, device: str | None = None) -> None:
     """Oracle 3: committed target and draft KV equal a dense reference prefill."""
     eng, _ = traced(cfg, device or default_device())
     check_kv_content(eng.recorder, eng)
+
+
+LAW = Law(
+    name="kv_content", rank=30, prop=prop_kv_content, config=RunConfig,
+    summary="committed target and draft KV == a dense reference prefill (oracle 3)",
+    strategy=engine_runs(sampled=True, prefix=(False, True)),
+    slices=grid(draft=("eagle", "self", "perturbed"), cuda_graph=(False, True)),
+    controls=("tests/test_oracles_not_vacuous.py::test_kv_content_oracle",
+              "cases/graph_pad_stale_positions"))

@@ -41,6 +41,10 @@ from harness.strategies.runs import default_device
 from specdec.memory.allocator import OutOfSlots
 from specdec.sampling_params import SamplingParams
 from specdec.trace import TraceRecorder
+from harness.laws.declaration import Law, Slice
+from harness.strategies.tiers import fixed_strategy
+
+NAME = "lifecycle"  # the law whose checks this module raises (OracleFailure)
 
 DRAIN_LIMIT = 400  # steps; a live request that never finishes is a failure (a stuck scheduler)
 
@@ -51,10 +55,11 @@ def check_admission_order(scheduler) -> None:
     the head; retraction returns the newest running request to the front)."""
     waiting = [r.rid for r in scheduler.waiting]
     if waiting != sorted(waiting):
-        raise OracleFailure("lifecycle_order", f"waiting queue out of arrival order: {waiting}")
+        raise OracleFailure(NAME, "lifecycle_order",
+                            f"waiting queue out of arrival order: {waiting}")
     running = [r.rid for r in scheduler.running]
     if waiting and running and max(running) > waiting[0]:
-        raise OracleFailure("lifecycle_order", f"request {max(running)} runs while request "
+        raise OracleFailure(NAME, "lifecycle_order", f"request {max(running)} runs while request "
                                                f"{waiting[0]}, which arrived earlier, waits")
 
 
@@ -63,7 +68,7 @@ def check_batch_bound(scheduler, max_batch: int) -> None:
     pages until the round in flight resolves (each owns a request row)."""
     holding = [r.rid for r in scheduler.holding()]
     if len(holding) > max_batch:
-        raise OracleFailure("lifecycle_batch", f"{len(holding)} requests hold rows "
+        raise OracleFailure(NAME, "lifecycle_batch", f"{len(holding)} requests hold rows "
                                                f"{sorted(holding)}; max_batch is {max_batch}")
 
 
@@ -204,7 +209,8 @@ class LifecycleMachine(RuleBasedStateMachine):
             self._step()
             self.accounting()
         if self.engine.has_unfinished():
-            raise OracleFailure("lifecycle_progress", f"requests {sorted(self.expect)} did not "
+            raise OracleFailure(NAME, "lifecycle_progress",
+                                f"requests {sorted(self.expect)} did not "
                                 f"finish within {DRAIN_LIMIT} steps")
         self.engine.check_accounting([])  # everything released (the tree unreferenced)
         self.engine.flush_prefix_cache()
@@ -270,3 +276,16 @@ def prop_lifecycle(case: LifecycleRun, device: str | None = None) -> None:
     run_state_machine_as_test(machine, settings=settings(
         max_examples=case.examples, stateful_step_count=20, database=None, deadline=None,
         suppress_health_check=list(HealthCheck), print_blob=False))
+
+
+LAW = Law(
+    name="lifecycle", rank=180, prop=prop_lifecycle, config=LifecycleRun,
+    summary="the stateful machine over add / step / abort / refuse (continuous batching): "
+            "order, batch bound, outputs, structure and live KV after every step",
+    # The machine draws its own rules: a case seeds a few of its runs. pytest also runs the
+    # machine directly (tests/test_lifecycle.py, 40 runs or more).
+    strategy=fixed_strategy(lifecycle_runs), slices=(Slice(fraction=10),), shrink=False,
+    nested=True,
+    controls=("tests/test_lifecycle.py::test_admission_order_sees_a_retraction_sent_to_the_back",
+              "tests/test_lifecycle.py::test_batch_bound_holds_and_sees_one_request_too_many",
+              "tests/test_lifecycle.py::test_structure_after_each_step_sees_stale_padded_rows"))

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from harness.laws.common import OracleFailure
 
+NAME = "liveness"  # the law whose checks this module raises (OracleFailure)
+
 # Idle steps are rare and short: an overlapped round's launch, admissions after a retraction.
 IDLE_LIMIT = 64
 
@@ -53,7 +55,7 @@ class Progress:
         self.last = done
         if self.idle >= self.limit:
             unfinished = sorted(self.open)
-            raise OracleFailure("liveness", (
+            raise OracleFailure(NAME, NAME, (
                 f"{self.idle} steps in a row committed no token (step {self.steps}); "
                 f"{len(unfinished)} of {len(self.rids)} requests unfinished (ids "
                 f"{unfinished[:8]}), {done} tokens and finishes so far; stats "

@@ -15,6 +15,10 @@ from harness.references.ties import compare_greedy
 from harness.strategies.configs import RunConfig
 from harness.strategies.drawn_run import build_engine, greedy_reference_outputs, run
 from harness.strategies.runs import default_device
+from harness.laws.declaration import Law, Slice, grid
+from harness.strategies.tiers import engine_runs
+
+NAME = "lossless_greedy"  # the law whose checks this module raises (OracleFailure)
 
 
 def check_lossless(outputs: list[list[int]], references: list[list[int]],
@@ -27,7 +31,7 @@ def check_lossless(outputs: list[list[int]], references: list[list[int]],
     for b, out, ref, m in zip(ids or range(len(outputs)), outputs, references, margins):
         ok, what = compare_greedy(out, ref, m, dtype)
         if not ok:
-            raise OracleFailure("lossless_greedy", f"request {b}: {what}")
+            raise OracleFailure(NAME, NAME, f"request {b}: {what}")
         if what != "identical":
             ties.append(f"request {b}: {what}")
     return ties
@@ -49,3 +53,20 @@ def prop_lossless_greedy(cfg: RunConfig, device: str | None = None) -> None:
         chain = build_engine(cfg, device, topk=1, ndt=cfg.num_steps + 1)
         check_lossless(pick(out), pick([o.tokens for o in run(cfg, chain)]), pick(margins),
                        eng.dtype, ids=greedy)
+
+
+# Found by `harness check` on the GPU: a tree smaller than its depth (ndt < num_steps + 1),
+# one per slice (an entry runs the examples its axes cover).
+FOUND = tuple(RunConfig(topk=2, num_steps=2, ndt=2, page_size=p, draft=d, batch_size=1,
+                        max_prompt_len=1, max_new_tokens=2, seed=0)
+              for d in ("eagle", "self", "perturbed") for p in (1, 4, 64))
+
+LAW = Law(
+    name="lossless_greedy", rank=50, prop=prop_lossless_greedy, config=RunConfig,
+    summary="speculative greedy == plain greedy, tree == chain, ties aside (oracle 4)",
+    strategy=engine_runs(sampled="mixed", prefix=(False, True)),
+    slices=grid(2, draft=("eagle", "self", "perturbed"), page_size=(1, 4, 64)), examples=FOUND,
+    controls=("tests/test_oracles_not_vacuous.py::test_lossless_oracle",
+              "tests/test_strategy_reach.py::"
+              "test_seam_control_missed_by_unbiased_models_caught_by_biased",
+              "cases/unequal_accept_slicing"))

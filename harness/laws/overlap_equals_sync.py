@@ -18,6 +18,10 @@ from harness.strategies.drawn_run import build_engine, run_context, prompts_for,
 from harness.strategies.runs import default_device, new_token_counts
 from harness.strategies.configs import RunConfig
 from specdec.trace import TraceRecorder
+from harness.laws.declaration import Law, Slice, grid
+from harness.strategies.tiers import engine_runs
+
+NAME = "overlap_equals_sync"  # the law whose checks this module raises (OracleFailure)
 
 LATE_STEPS = (1, 2, 3, 5)  # when a late request is queued, drawn per request from the seed
 
@@ -58,14 +62,14 @@ def _drive(cfg: RunConfig, device: str, overlap: bool):
         eng.check_accounting()
         for r in eng.scheduler.waiting:
             if r.pages or r.row != -1:
-                raise OracleFailure("overlap_equals_sync", f"waiting request {r.rid} holds memory")
+                raise OracleFailure(NAME, NAME, f"waiting request {r.rid} holds memory")
         if step > 2000:
-            raise OracleFailure("overlap_equals_sync", f"overlap={overlap}: no progress")
+            raise OracleFailure(NAME, NAME, f"overlap={overlap}: no progress")
     eng.check_accounting([])
     for rid, seq_len, n_out in eng.recorder.resolved:
         history.setdefault(rid, []).append((seq_len, n_out))
     if len(eng.memory.req_pool._free_rows) != eng.max_batch:
-        raise OracleFailure("overlap_equals_sync", f"overlap={overlap}: a request row leaked")
+        raise OracleFailure(NAME, NAME, f"overlap={overlap}: a request row leaked")
     outs = [eng.output(rids[i]) for i in range(cfg.batch_size)]
     return eng, [(o.tokens, o.finish_reason) for o in outs], history
 
@@ -103,10 +107,10 @@ def prop_overlap_equals_sync(cfg: RunConfig, device: str | None = None) -> None:
     over, out_o, hist_o = _drive(cfg, device, True)
     for i, (a, b) in enumerate(zip(out_s, out_o)):
         if a != b:
-            raise OracleFailure("overlap_equals_sync", f"request {i}: sync {a} != overlap {b}")
+            raise OracleFailure(NAME, NAME, f"request {i}: sync {a} != overlap {b}")
     if hist_s != hist_o:
         rid = next(r for r in hist_s if hist_s[r] != hist_o.get(r))
-        raise OracleFailure("overlap_equals_sync", f"rid {rid}: resolved rounds (seq_len, "
+        raise OracleFailure(NAME, NAME, f"rid {rid}: resolved rounds (seq_len, "
                             f"output length) sync {hist_s[rid]} != overlap {hist_o.get(rid)}")
     kv_s, kv_o = _committed_kv(sync), _committed_kv(over)
     for rid, (ts, ds) in kv_s.items():
@@ -114,8 +118,20 @@ def prop_overlap_equals_sync(cfg: RunConfig, device: str | None = None) -> None:
         for what, xs, ys in (("target", ts, to), ("draft", ds, do)):
             for layer, (x, y) in enumerate(zip(xs, ys)):
                 if x.shape != y.shape or not torch.equal(x, y):
-                    raise OracleFailure("overlap_equals_sync", f"rid {rid}: committed {what} "
+                    raise OracleFailure(NAME, NAME, f"rid {rid}: committed {what} "
                                         f"KV of layer {layer} differs between sync and overlap")
     if str(sync.stats) != str(over.stats):
-        raise OracleFailure("overlap_equals_sync", f"statistics: sync {sync.stats} != "
+        raise OracleFailure(NAME, NAME, f"statistics: sync {sync.stats} != "
                             f"overlap {over.stats}")
+
+
+LAW = Law(
+    name="overlap_equals_sync", rank=100, prop=prop_overlap_equals_sync, config=RunConfig,
+    summary="overlap scheduling == synchronous: tokens, rounds, statistics (section 10)",
+    # Not over the prefix cache: its tree fills one round later under overlap (deferred
+    # release), so which positions a request recomputes, and their rounding, may differ; the
+    # two compose under prefix_transparent, kv_content, lossless_greedy and self_draft.
+    strategy=engine_runs(sampled=True, stops=True),
+    slices=grid(2, cuda_graph=(False, True)),
+    controls=("tests/test_laws_not_vacuous.py::test_overlap_law_rejects_a_wrong_coin_candidate",
+              "cases/overlap_placeholder_leak"))

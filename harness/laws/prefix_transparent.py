@@ -14,6 +14,10 @@ from harness.strategies.drawn_run import build_engine, greedy_reference_outputs,
 from harness.strategies.runs import default_device
 from harness.strategies.configs import RunConfig
 from harness.references.ties import compare_greedy
+from harness.laws.declaration import Law, Slice, grid
+from harness.strategies.tiers import engine_runs
+
+NAME = "prefix_transparent"  # the law whose checks this module raises (OracleFailure)
 
 FLUSH_EVERY = 5  # steps: a flush while requests run, now and then
 
@@ -22,7 +26,7 @@ def _accounting(eng, live=None) -> None:
     try:
         eng.check_accounting(live)
     except AssertionError as err:
-        raise OracleFailure("prefix_transparent", f"accounting: {err}") from None
+        raise OracleFailure(NAME, NAME, f"accounting: {err}") from None
 
 
 def prop_prefix_transparent(cfg: RunConfig, device: str | None = None) -> None:
@@ -54,10 +58,20 @@ def prop_prefix_transparent(cfg: RunConfig, device: str | None = None) -> None:
     for i, (g, w) in enumerate(zip(got, want)):
         ok, what = compare_greedy(g, w, margins[i], eng.dtype)
         if not ok:
-            raise OracleFailure("prefix_transparent", f"request {i} with the cache: {what}")
+            raise OracleFailure(NAME, NAME, f"request {i} with the cache: {what}")
     eng.flush_prefix_cache()
     _accounting(eng, [])
     alloc = eng.memory.allocator
     if alloc.num_free != alloc.num_pages - 1:
-        raise OracleFailure("prefix_transparent", f"after a final flush {alloc.num_free} of "
+        raise OracleFailure(NAME, NAME, f"after a final flush {alloc.num_free} of "
                             f"{alloc.num_pages - 1} pages are free")
+
+
+LAW = Law(
+    name="prefix_transparent", rank=80, prop=prop_prefix_transparent, config=RunConfig,
+    summary="the radix prefix cache is transparent: outputs, KV and accounting as without it "
+            "(section 11)",
+    strategy=engine_runs(prefix=(True,)),
+    slices=grid(4, draft=("eagle", "self", "perturbed")),  # graphs on and off drawn
+    controls=("tests/test_laws_not_vacuous.py::test_prefix_law_rejects_uncounted_references",
+              "cases/prefix_insert_uncommitted"))

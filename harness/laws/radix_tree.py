@@ -30,6 +30,10 @@ from hypothesis import strategies as st
 from harness.laws.common import OracleFailure
 from harness.references.radix_model import RadixModel
 from specdec.prefix_cache.tree import RadixTree
+from harness.laws.declaration import Law
+from harness.strategies.tiers import fixed_strategy
+
+NAME = "radix_tree"  # the law whose checks this module raises (OracleFailure)
 
 ALPHABET = 3   # page keys: few enough that drawn paths share and split runs
 MAX_DEPTH = 6  # pages per path
@@ -97,7 +101,7 @@ def prop_radix_tree(case: RadixCase, device: str | None = None, tree_cls=RadixTr
     next_page = 1
 
     def fail(i, op, what):
-        raise OracleFailure("radix_tree", f"op {i} {op}: {what}")
+        raise OracleFailure(NAME, NAME, f"op {i} {op}: {what}")
 
     for i, (kind, arg) in enumerate(case.ops):
         arg = tuple(arg) if isinstance(arg, list) else arg  # a --config from JSON
@@ -144,3 +148,11 @@ def prop_radix_tree(case: RadixCase, device: str | None = None, tree_cls=RadixTr
         if tree.evictable_pages() != model.unreferenced():
             fail(i, op, f"evictable_pages() = {tree.evictable_pages()}, unreferenced held "
                         f"pages = {model.unreferenced()}")
+
+
+LAW = Law(
+    name="radix_tree", rank=170, prop=prop_radix_tree, config=RadixCase,
+    summary="the prefix cache's radix tree == an uncompressed map of held page paths: matches, "
+            "insertions, references, LRU eviction of unreferenced leaves (section 11)",
+    strategy=fixed_strategy(radix_cases), examples=EXAMPLES,
+    controls=("tests/test_radix_tree_law.py::test_planted_mistakes_fail",))

@@ -17,6 +17,10 @@ from harness.laws.common import OracleFailure
 from specdec.request import Req
 from specdec.sampler import batch_sampling
 from specdec.sampling_params import SamplingParams
+from harness.laws.declaration import Law
+from harness.strategies.tiers import fixed_strategy
+
+NAME = "random_streams"  # the law whose checks this module raises (OracleFailure)
 
 ALPHA = 1e-6
 GRID = 8
@@ -42,7 +46,7 @@ def stream_configs():
 def _independence(x: np.ndarray, y: np.ndarray, what: str) -> float:
     """Chi-square test of independence of two [0, 1) samples on a GRID x GRID table."""
     if np.array_equal(x, y):
-        raise OracleFailure("random_streams", f"{what}: the two streams drew identical coins")
+        raise OracleFailure(NAME, NAME, f"{what}: the two streams drew identical coins")
     table = np.zeros((GRID, GRID))
     np.add.at(table, (np.minimum(x * GRID, GRID - 1).astype(int),
                       np.minimum(y * GRID, GRID - 1).astype(int)), 1)
@@ -50,7 +54,7 @@ def _independence(x: np.ndarray, y: np.ndarray, what: str) -> float:
     stat = float(((table - expect) ** 2 / np.maximum(expect, 1e-12)).sum())
     crit = chi2_critical((GRID - 1) ** 2, ALPHA)
     if stat > crit:
-        raise OracleFailure("random_streams", f"{what}: chi2 {stat:.1f} > {crit:.1f} "
+        raise OracleFailure(NAME, NAME, f"{what}: chi2 {stat:.1f} > {crit:.1f} "
                                               f"(df {(GRID - 1) ** 2}, alpha {ALPHA}, n {len(x)})")
     return stat
 
@@ -59,13 +63,13 @@ def _uniform(x: np.ndarray, what: str) -> float:
     """Chi-square goodness of fit of a sample to the uniform law on [0, 1), GRID^2 bins."""
     bins = GRID * GRID
     if x.min() < 0 or x.max() >= 1:
-        raise OracleFailure("random_streams", f"{what}: a coin outside [0, 1)")
+        raise OracleFailure(NAME, NAME, f"{what}: a coin outside [0, 1)")
     counts = np.bincount(np.minimum(x * bins, bins - 1).astype(int), minlength=bins)
     e = len(x) / bins
     stat = float(((counts - e) ** 2 / e).sum())
     crit = chi2_critical(bins - 1, ALPHA)
     if stat > crit:
-        raise OracleFailure("random_streams", f"{what}: not uniform, chi2 {stat:.1f} > {crit:.1f}")
+        raise OracleFailure(NAME, NAME, f"{what}: not uniform, chi2 {stat:.1f} > {crit:.1f}")
     return stat
 
 
@@ -110,6 +114,15 @@ def prop_random_streams(cfg: StreamConfig, device: str | None = None) -> None:
                           cfg.num_steps)
     for name in ("draft_coins", "accept_coins", "final_coins"):
         if not np.array_equal(getattr(back, name).numpy()[::-1], getattr(bs, name).numpy()):
-            raise OracleFailure("random_streams", f"{name}: a request's coins depend on its "
+            raise OracleFailure(NAME, NAME, f"{name}: a request's coins depend on its "
                                                   "place in the batch")
     _unseeded(cfg)
+
+
+LAW = Law(
+    name="random_streams", rank=130, prop=prop_random_streams, config=StreamConfig,
+    summary="the three random streams: independent, uniform, batch invariant, keyed by engine "
+            "seed and request id when a request names no seed (section 12)",
+    strategy=fixed_strategy(stream_configs),
+    controls=("tests/test_laws_not_vacuous.py::test_streams_law_rejects_a_shared_stream",
+              "cases/draft_noise_shares_accept_stream"))

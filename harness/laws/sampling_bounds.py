@@ -18,6 +18,10 @@ import torch
 from hypothesis import strategies as st
 
 from harness.laws.common import OracleFailure
+from harness.laws.declaration import Law
+from harness.strategies.tiers import fixed_strategy
+
+NAME = "sampling_vocab"  # the law whose checks this module raises (OracleFailure)
 
 SENTINEL = -7
 BELOW_ONE = float(np.nextafter(np.float32(1.0), np.float32(0.0)))
@@ -25,7 +29,7 @@ KINDS = ("dense", "zeros", "nan", "onehot_last", "topk")
 BIG_VOCABS = (100, 8193, 10000, 151936)  # none a multiple of the block
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SamplingBoundsCase:
     vocab: int
     bs: int
@@ -44,17 +48,19 @@ def sampling_bounds_cases():
     explicit examples."""
     return st.builds(
         lambda vocab, bs, steps, extra, kinds, coin, seed: SamplingBoundsCase(
-            vocab, bs, steps, extra, tuple(kinds[:bs]), coin, seed),
+            vocab=vocab, bs=bs, steps=steps, extra=extra, kinds=tuple(kinds[:bs]), coin=coin,
+            seed=seed),
         st.sampled_from([2, 7, 100, 1000, 1024, 2049]), st.integers(1, 3), st.integers(1, 3),
         st.integers(0, 3), st.lists(st.sampled_from(KINDS), min_size=3, max_size=3),
         st.sampled_from([0.0, 0.5, BELOW_ONE, 1.0]), st.integers(0, 2**31 - 1))
 
 
 EXAMPLES = (
-    SamplingBoundsCase(100, 2, 2, 1, ("nan", "zeros"), 0.5, 0),
-    SamplingBoundsCase(8193, 1, 2, 0, ("nan",), 0.5, 1),
-    SamplingBoundsCase(10000, 1, 1, 1, ("zeros",), 1.0, 2),
-    SamplingBoundsCase(151936, 1, 1, 0, ("nan",), BELOW_ONE, 3),
+    SamplingBoundsCase(vocab=100, bs=2, steps=2, extra=1, kinds=("nan", "zeros"), coin=0.5, seed=0),
+    SamplingBoundsCase(vocab=8193, bs=1, steps=2, extra=0, kinds=("nan",), coin=0.5, seed=1),
+    SamplingBoundsCase(vocab=10000, bs=1, steps=1, extra=1, kinds=("zeros",), coin=1.0, seed=2),
+    SamplingBoundsCase(vocab=151936, bs=1, steps=1, extra=0, kinds=("nan",), coin=BELOW_ONE,
+                       seed=3),
 )
 
 
@@ -115,10 +121,17 @@ def prop_sampling_vocab(case: SamplingBoundsCase, device: str) -> None:
             if (not nodes or path[n + 1:] != [-1] * (steps - n) or nodes[0] != 0
                     or not all(0 < x < ndt for x in nodes[1:])
                     or not all(links[b][0][c] == p for p, c in pairwise(nodes))):
-                raise OracleFailure("accept_path", f"{name} request {b}: accept_num {n}, "
+                raise OracleFailure(NAME, "accept_path", f"{name} request {b}: accept_num {n}, "
                                     f"accept_index {path} is not a tree path from the root")
             for x in path[:n + 1]:  # the accepted drafts and the final (recovered) token
                 if not 0 <= int(predicts[x]) < vocab:
-                    raise OracleFailure("token_in_vocab", (
+                    raise OracleFailure(NAME, "token_in_vocab", (
                         f"{name} request {b} ({case.kinds[b]} target rows): token "
                         f"{int(predicts[x])} outside the vocabulary [0, {vocab})"))
+
+
+LAW = Law(
+    name="sampling_vocab", rank=140, prop=prop_sampling_vocab, config=SamplingBoundsCase,
+    summary="tree speculative sampling never leaves the vocabulary, and accepts along a path",
+    strategy=fixed_strategy(sampling_bounds_cases), examples=tuple(EXAMPLES),
+    controls=("cases/recovered_token_out_of_vocab",))

@@ -29,6 +29,10 @@ from hypothesis import strategies as st
 
 from harness.laws.common import OracleFailure
 from harness.laws.sampling_bounds import _random_tree
+from harness.laws.declaration import Law
+from harness.strategies.tiers import fixed_strategy
+
+NAME = "sampling_edges"  # the law whose checks this module raises (OracleFailure)
 
 SENTINEL = -7
 BELOW_ONE = float(np.nextafter(np.float32(1.0), np.float32(0.0)))  # 1 - 2^-24
@@ -38,7 +42,7 @@ ZEROS = ("front", "back", "interleaved", "single")
 DRAFTS = ("likely", "zero")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SamplingEdgesCase:
     kernel: str        # "tree" (target only), "chain", "one_token" (root-only tree),
                        # "draft" (the drafter's inverse-CDF draw)
@@ -63,18 +67,25 @@ _COINS = st.one_of(st.sampled_from([0.0, BELOW_ONE, 0.5]),
 def sampling_edges_cases():
     """Small vocabularies, zero patterns, edge coins (0, 1 - 2^-24, 0.5) and random ones."""
     return st.builds(
-        SamplingEdgesCase, st.sampled_from(KERNELS), st.sampled_from([2, 3, 5, 8, 17, 100]),
-        st.integers(1, 3), st.integers(1, 3), st.sampled_from(ZEROS), st.sampled_from(DRAFTS),
-        _COINS, _COINS, st.integers(0, 2**31 - 1))
+        SamplingEdgesCase, kernel=st.sampled_from(KERNELS),
+        vocab=st.sampled_from([2, 3, 5, 8, 17, 100]), bs=st.integers(1, 3),
+        steps=st.integers(1, 3), zeros=st.sampled_from(ZEROS), drafts=st.sampled_from(DRAFTS),
+        coin=_COINS, final_coin=_COINS, seed=st.integers(0, 2**31 - 1))
 
 
 EXAMPLES = (  # coin 0.0 with a leading token of probability 0, on each sampler
-    SamplingEdgesCase("one_token", 5, 2, 1, "front", "likely", 0.0, 0.0, 0),
-    SamplingEdgesCase("tree", 8, 2, 2, "front", "zero", 0.0, 0.0, 1),
-    SamplingEdgesCase("chain", 8, 2, 3, "front", "zero", 0.0, 0.0, 2),
-    SamplingEdgesCase("draft", 5, 2, 1, "front", "likely", 0.0, 0.0, 5),
-    SamplingEdgesCase("tree", 5, 1, 2, "interleaved", "likely", BELOW_ONE, 0.0, 3),
-    SamplingEdgesCase("chain", 17, 2, 2, "single", "likely", BELOW_ONE, BELOW_ONE, 4),
+    SamplingEdgesCase(kernel="one_token", vocab=5, bs=2, steps=1, zeros="front", drafts="likely",
+                      coin=0.0, final_coin=0.0, seed=0),
+    SamplingEdgesCase(kernel="tree", vocab=8, bs=2, steps=2, zeros="front", drafts="zero", coin=0.0,
+                      final_coin=0.0, seed=1),
+    SamplingEdgesCase(kernel="chain", vocab=8, bs=2, steps=3, zeros="front", drafts="zero",
+                      coin=0.0, final_coin=0.0, seed=2),
+    SamplingEdgesCase(kernel="draft", vocab=5, bs=2, steps=1, zeros="front", drafts="likely",
+                      coin=0.0, final_coin=0.0, seed=5),
+    SamplingEdgesCase(kernel="tree", vocab=5, bs=1, steps=2, zeros="interleaved", drafts="likely",
+                      coin=BELOW_ONE, final_coin=0.0, seed=3),
+    SamplingEdgesCase(kernel="chain", vocab=17, bs=2, steps=2, zeros="single", drafts="likely",
+                      coin=BELOW_ONE, final_coin=BELOW_ONE, seed=4),
 )
 
 
@@ -117,7 +128,7 @@ def _run(fn, outs, ins):
 
 
 def _fail(name, b, what):
-    raise OracleFailure("sampling_edges", f"{name} request {b}: {what}")
+    raise OracleFailure(NAME, NAME, f"{name} request {b}: {what}")
 
 
 def _check_token(name, b, tok, row, vocab, what):
@@ -253,3 +264,12 @@ def prop_sampling_edges(case: SamplingEdgesCase, device: str) -> None:
     gen = np.random.default_rng(case.seed)
     {"tree": _tree, "chain": _chain, "one_token": _one_token,
      "draft": _draft_noise}[case.kernel](case, device, gen)
+
+
+LAW = Law(
+    name="sampling_edges", rank=150, prop=prop_sampling_edges, config=SamplingEdgesCase,
+    summary="edge coins never emit a token of filtered probability 0 (every sampler, the "
+            "draft's noise included)",
+    strategy=fixed_strategy(sampling_edges_cases), examples=tuple(EXAMPLES),
+    controls=("tests/kernels/test_sampling_edges.py::test_fault_is_caught",
+              "cases/coin_le_cdf_accepts_zero_prob"))

@@ -66,6 +66,10 @@ from harness.laws.common import OracleFailure
 from harness.laws.distribution import filtered_probs as reference_filter
 from harness.strategies.configs import TEMPERATURES
 from specdec import sampler
+from harness.laws.declaration import Law
+from harness.strategies.tiers import fixed_strategy
+
+NAME = "sampling_filter"  # the law whose checks this module raises (OracleFailure)
 
 DEAD = -1e4      # exp(DEAD / T) underflows to exactly 0 in float32 for every drawn T
 TOL = 1e-5       # random and tail rows: float32 softmax against the float64 reference
@@ -207,7 +211,7 @@ def _check_support(what: str, got: np.ndarray, e: _Expected, top_p: float) -> No
     def show(tokens):
         return ", ".join(f"{i} (p={e.q[i]:.2e}, mass before {e.before[i]:.7f})"
                          for i in tokens[:3]) or "none"
-    raise OracleFailure("sampling_filter", f"{what}: support differs from the reference's: "
+    raise OracleFailure(NAME, NAME, f"{what}: support differs from the reference's: "
                         f"kept {int((got > 0).sum())} tokens, the reference "
                         f"{int((e.want > 0).sum())}; {int(np.maximum(n_must - n_got, 0).sum())} "
                         f"cut that must stay: {show(lost)}; "
@@ -231,14 +235,14 @@ def _check_row(case, b: int, got: np.ndarray, logits: np.ndarray, t: float, top_
     live = logits > DEAD / 2 + 16  # the exact rows' dead tokens sit at DEAD + offset
     kept, ref_kept = np.flatnonzero(got > 0), np.flatnonzero(want > 0)
     if not np.all(live[kept]):
-        raise OracleFailure("sampling_filter", f"{what}: kept tokens "
+        raise OracleFailure(NAME, NAME, f"{what}: kept tokens "
                                                f"{kept[~live[kept]].tolist()} of probability 0")
     if not e.topk_ambiguous:
         _check_support(what, got, e, top_p)
     if case.kind == "exact":
         if len(kept) != len(ref_kept) or not np.allclose(got[kept], 1.0 / len(ref_kept),
                                                           rtol=0, atol=1e-7):
-            raise OracleFailure("sampling_filter", f"{what}: kept {len(kept)} tokens at "
+            raise OracleFailure(NAME, NAME, f"{what}: kept {len(kept)} tokens at "
                                 f"{sorted(set(np.round(got[kept], 6).tolist()))}, the reference "
                                 f"{len(ref_kept)} at {1.0 / len(ref_kept)}")
         return
@@ -250,12 +254,12 @@ def _check_row(case, b: int, got: np.ndarray, logits: np.ndarray, t: float, top_
     # per class: module docstring.
     total = got.sum()
     if abs(total - 1.0) > max(TOL, len(got) * 2.0**-24):
-        raise OracleFailure("sampling_filter", f"{what}: probabilities sum to {total!r}")
+        raise OracleFailure(NAME, NAME, f"{what}: probabilities sum to {total!r}")
     at = np.lexsort((got, e.cls))
     g, w = got[at] / total, want[np.lexsort((want, e.cls))]
     wrong = at[(g > 0) & (w == 0) | (g == 0) & (w > TOL)]
     if wrong.size or np.abs(g - w).max() > TOL:
-        raise OracleFailure("sampling_filter", f"{what}: kept {kept.tolist()[:12]}, the "
+        raise OracleFailure(NAME, NAME, f"{what}: kept {kept.tolist()[:12]}, the "
                             f"reference {ref_kept.tolist()[:12]} (tokens cut differently: "
                             f"{wrong.tolist()[:8]}); max |diff| {np.abs(g - w).max():.2e}")
 
@@ -286,9 +290,18 @@ def prop_sampling_filter(case: SamplingFilterCase, device: str) -> None:
             _check_row(case, b, got[b].numpy(), lg, t, k, p, flags, expected[b])
             if _filters_off(k, p, case.vocab) and not torch.equal(got32[b], plain[b]):
                 diff = (got32[b] != plain[b]).cpu()
-                raise OracleFailure(
+                raise OracleFailure(NAME, 
                     "sampling_filter", f"row {b} (T={t}, top_k={k}, top_p={p}, cut flags "
                     f"{flags}): filters off, yet not the plain softmax bit for bit: "
                     f"{int(diff.sum())} of {case.vocab} probabilities differ (max |diff| "
                     f"{(got[b] - plain[b].double().cpu()).abs().max().item():.2e}, "
                     f"{int((got32[b] == 0).sum())} zeros against {int((plain[b] == 0).sum())})")
+
+
+LAW = Law(
+    name="sampling_filter", rank=160, prop=prop_sampling_filter, config=SamplingFilterCase,
+    summary="the engine's temperature / top-k / top-p filter == the float64 reference, cuts on "
+            "exact boundaries and inside ties included",
+    strategy=fixed_strategy(sampling_filter_cases),
+    controls=("tests/test_sampling_filter.py::test_planted_mistakes_fail",
+              "tests/test_sampling_filter.py::test_planted_tail_mistakes_fail"))

@@ -15,6 +15,10 @@ from harness.references.ties import TIE_EPS
 from harness.strategies.configs import RunConfig
 from harness.strategies.drawn_run import traced
 from harness.strategies.runs import default_device
+from harness.laws.declaration import Law, Slice, grid
+from harness.strategies.tiers import engine_runs
+
+NAME = "self_draft"  # the law whose checks this module raises (OracleFailure)
 
 # Largest |draft logit - verify logit| for one model run twice on the same context, per dtype.
 LOGIT_TOL = {torch.float32: 2e-3, torch.float16: 0.1, torch.bfloat16: 0.5}
@@ -65,7 +69,7 @@ def check_self_draft_logits(trace, topk: int, ndt: int, dtype) -> int:
             target = rnd.verify_logits[b * ndt + parent]
             diff = float((draft_logits - target).abs().max())
             if diff > tol:
-                raise OracleFailure("self_draft", (
+                raise OracleFailure(NAME, NAME, (
                     f"round {n} request {b} node {node} (parent {parent}): draft logits differ "
                     f"from the verify logits by {diff:.3e} > {tol:.0e}"))
             checked += 1
@@ -86,7 +90,7 @@ def check_total_acceptance(trace, num_steps: int, ndt: int, dtype) -> int:
             top2 = torch.topk(rnd.verify_logits[last], 2).values
             margin = float(top2[0] - top2[1])
             if margin >= eps:
-                raise OracleFailure("self_draft_acceptance", (
+                raise OracleFailure(NAME, "self_draft_acceptance", (
                     f"round {n} request {b}: accepted {a - 1} of {num_steps} drafts with a "
                     f"clear target margin {margin:.3e} at the rejected node"))
             ties += 1
@@ -100,3 +104,16 @@ def prop_self_draft(cfg: RunConfig, device: str | None = None) -> None:
     check_self_draft_logits(eng.recorder, cfg.topk, cfg.ndt, eng.dtype)
     if cfg.topk == 1:
         check_total_acceptance(eng.recorder, cfg.num_steps, cfg.ndt, eng.dtype)
+
+
+# Found by `harness check` on the GPU: a tree smaller than its depth (ndt < num_steps + 1).
+FOUND = tuple(RunConfig(topk=2, num_steps=2, ndt=2, page_size=p, draft="self", batch_size=1,
+                        max_prompt_len=1, max_new_tokens=2, seed=0) for p in (1, 4, 64))
+
+LAW = Law(
+    name="self_draft", rank=60, prop=prop_self_draft, config=RunConfig,
+    summary="self-draft logits == verify logits; with topk 1 every draft is accepted (oracle 5)",
+    strategy=engine_runs(prefix=(False, True)),
+    slices=grid(page_size=(1, 4, 64), draft=("self",)), examples=FOUND,
+    controls=("tests/test_oracles_not_vacuous.py::test_self_draft_oracles",
+              "cases/page_tail_not_duplicated"))

@@ -19,6 +19,10 @@ from harness.strategies.configs import RunConfig
 from harness.strategies.drawn_run import traced
 from harness.strategies.runs import default_device
 from specdec.graphs.runner import SEQ_LEN_FILL as PAD_SEQ_LEN
+from harness.laws.declaration import Law, Slice, grid
+from harness.strategies.tiers import engine_runs
+
+NAME = "structure"  # the law whose checks this module raises (OracleFailure)
 
 
 @dataclass(frozen=True)
@@ -39,7 +43,7 @@ def _first_diff(got: list, want: list) -> str:
 
 def _expect(oracle: str, where: str, got: list, want: list) -> None:
     if got != want:
-        raise OracleFailure(oracle, f"{where}: {_first_diff(got, want)}")
+        raise OracleFailure(NAME, oracle, f"{where}: {_first_diff(got, want)}")
 
 
 def _by_mode(rnd, mode):
@@ -89,20 +93,24 @@ def check_round_structure(rnd, n: int, s: SpecShape) -> None:
         _expect("tree_mask", where, mask_blocks[b], tree["mask"])
         want_pos = [seq[b] + d for d in tree["depth"]]
         _expect("verify_positions", where, rnd.tree[1][b * s.ndt:(b + 1) * s.ndt].tolist(), want_pos)
-        _expect("verify_positions", where, verify.positions[b * s.ndt:(b + 1) * s.ndt].tolist(), want_pos)
+        _expect("verify_positions", where, verify.positions[b * s.ndt:(b + 1) * s.ndt].tolist(),
+                want_pos)
         _expect("tree_links", where, rnd.tree[3][b].tolist(), tree["next_token"])
         _expect("tree_links", where, rnd.tree[4][b].tolist(), tree["next_sibling"])
         sel = rnd.top_scores_index[b].tolist()
         if sel != sorted(sel):  # section 5: the tree's node order is ascending candidate index
-            raise OracleFailure("tree_order", f"{where}: top_scores_index {sel} not ascending")
+            raise OracleFailure(NAME, "tree_order",
+                                f"{where}: top_scores_index {sel} not ascending")
         for node, parent in enumerate(tree["parents"]):
             if parent is not None and parent >= node:
-                raise OracleFailure("tree_order", f"{where}: node {node} precedes its parent {parent}")
+                raise OracleFailure(NAME, "tree_order",
+                                    f"{where}: node {node} precedes its parent {parent}")
         _expect("verify_write_slots", where, verify.write_loc[b * s.ndt:(b + 1) * s.ndt].tolist(),
                 [int(r2t[b, seq[b] + t]) for t in range(s.ndt)])
 
         cands = rnd.tree[5][b * s.ndt:(b + 1) * s.ndt].tolist()
-        accepted, _, _ = T.verify_greedy(cands, tree["parents"], target_predict[b * s.ndt:(b + 1) * s.ndt],
+        accepted, _, _ = T.verify_greedy(cands, tree["parents"],
+                                         target_predict[b * s.ndt:(b + 1) * s.ndt],
                                          s.num_steps)
         a = int(rnd.accept_lens[b])
         got_nodes = [int(x) - b * s.ndt for x in rnd.accept_index[b, :a].tolist()]
@@ -120,7 +128,8 @@ def check_round_structure(rnd, n: int, s: SpecShape) -> None:
                 extend.write_loc[b * s.ndt:(b + 1) * s.ndt].tolist(), want_slots)
         _expect("draft_extend_tokens", where, extend.input_ids[b * s.ndt:b * s.ndt + a].tolist(),
                 want_tokens)
-    _check_padding(verify, bs * s.ndt, f"round {n} verify", reads=[p % s.page_size for p in range(PAD_SEQ_LEN + s.ndt)])
+    _check_padding(verify, bs * s.ndt, f"round {n} verify",
+                   reads=[p % s.page_size for p in range(PAD_SEQ_LEN + s.ndt)])
     _check_padding(extend, bs * s.ndt, f"round {n} draft extend")
 
 
@@ -155,14 +164,14 @@ def _check_padding(f, real_rows: int, where: str, position: int = 0, reads=None)
                             ("seq_len", f.seq_lens[-n:], PAD_SEQ_LEN),
                             ("prefix length", f.kv_prefix_lens[-n:], PAD_SEQ_LEN)):
         if torch.any(got != want):
-            raise OracleFailure("padding_inputs", f"{where}: padded lanes have {name} "
+            raise OracleFailure(NAME, "padding_inputs", f"{where}: padded lanes have {name} "
                                                   f"{got.tolist()}, expected {want}")
     if torch.any(f.write_loc[real_rows:] != 0):
-        raise OracleFailure("padding_slot_zero", f"{where}: a padded lane writes slot "
+        raise OracleFailure(NAME, "padding_slot_zero", f"{where}: a padded lane writes slot "
                             f"{int(f.write_loc[real_rows:][f.write_loc[real_rows:] != 0][0])}")
     pad_pos = f.positions[real_rows:]
     if torch.any(pad_pos != position):
-        raise OracleFailure("padding_positions", f"{where}: a padded lane runs at position "
+        raise OracleFailure(NAME, "padding_positions", f"{where}: a padded lane runs at position "
                             f"{int(pad_pos[pad_pos != position][0])}, expected {position}")
     if reads is not None and f.kv_slots:
         for r, got in enumerate(f.kv_slots[real_rows:]):
@@ -196,7 +205,7 @@ def check_metadata_covers_batch(trace) -> int:
     for i, f in enumerate(forwards):
         rows = f.input_ids.numel()
         if f.write_loc.numel() != rows:
-            raise OracleFailure("metadata_shape", (
+            raise OracleFailure(NAME, "metadata_shape", (
                 f"forward {i} ({f.mode}, graph={f.graph}, {f.num_padded} padded requests): "
                 f"metadata has {f.write_loc.numel()} write slots for {rows} input rows"))
     return len(forwards)
@@ -215,3 +224,15 @@ def prop_structure(cfg: RunConfig, device: str | None = None) -> None:
     check_structure(eng.recorder, SpecShape(cfg.topk, cfg.num_steps, cfg.ndt, cfg.page_size,
                                             eng.drafter.shifted))
     eng.check_accounting()
+
+
+LAW = Law(
+    name="structure", rank=10, prop=prop_structure, config=RunConfig,
+    summary="positions, write slots, tree, acceptance, compaction, padding and metadata of "
+            "every round == the layout and tree references (oracle 1)",
+    strategy=engine_runs(prefix=(False, True)),
+    slices=grid(page_size=(1, 4, 64), cuda_graph=(False, True)),
+    controls=("tests/test_oracles_not_vacuous.py::test_structure_oracle",
+              "tests/test_oracles_not_vacuous.py::test_structure_padding_oracle",
+              "tests/test_laws_not_vacuous.py::test_structure_rejects_tree_nodes_in_score_order",
+              "cases/draft_positions_early_increment"))

@@ -22,6 +22,9 @@ from harness.strategies.runs import default_device
 from specdec import Engine, SpecConfig
 from specdec.trace import TraceRecorder
 from specdec.validate import reserve_margin
+from harness.laws.declaration import Law
+from harness.strategies.churn import churn_configs
+from harness.strategies.tiers import fixed_strategy
 
 
 def prop_structure_under_churn(cfg: ChurnConfig, device: str | None = None) -> None:
@@ -54,3 +57,10 @@ def prop_structure_under_churn(cfg: ChurnConfig, device: str | None = None) -> N
         eng.abort(rid)
     eng.scheduler.drain()  # overlap: the round in flight holds the aborted pages until it resolves
     eng.check_accounting([])
+
+
+LAW = Law(
+    name="structure_under_churn", rank=20, prop=prop_structure_under_churn, config=ChurnConfig,
+    summary="oracle 1 and live KV while batches shrink and grow across padded graph buckets",
+    strategy=fixed_strategy(churn_configs), shrink=False,
+    controls=("tests/test_laws_not_vacuous.py::test_churn_law_rejects_padded_rows_left_stale",))

@@ -17,6 +17,11 @@ from harness.strategies.configs import RunConfig
 from harness.references.ties import compare_greedy
 from specdec.tp.replicate import TPDivergence
 from specdec.trace import TraceRecorder
+from harness.laws.declaration import Law, Slice, grid
+from harness.strategies.configs import tp_configs
+from harness.strategies.tiers import graphs_of
+
+NAME = "tp_equals_single"  # the law whose checks this module raises (OracleFailure)
 
 
 # -- probes run on every rank (module-level: pickled to the workers) -------------------------
@@ -36,7 +41,7 @@ def _accounting(engine) -> tuple:
 
 
 def _fail(detail: str) -> None:
-    raise OracleFailure("tp_equals_single", detail)
+    raise OracleFailure(NAME, NAME, detail)
 
 
 def _compare_shard(what: str, rank: int, world: int, rid: int, layer: int, got, k, v,
@@ -113,3 +118,22 @@ def prop_tp_equals_single(cfg: RunConfig, device: str | None = None) -> None:
         if book != books[0]:
             _fail(f"rank {rank}'s accounting (owners, free list, req_to_token) differs from "
                   "rank 0's")
+
+
+
+def tp_runs(on_gpu: bool, fixed: dict):
+    sizes = (fixed["tp_size"],) if "tp_size" in fixed else (2,)
+    if on_gpu:
+        return tp_configs(sizes, max_batch=8, max_prompt_len=40, max_new_tokens=24,
+                          graphs=graphs_of(fixed), dtypes=("float32", "bfloat16"))
+    return tp_configs(sizes, graphs=graphs_of(fixed))
+
+
+LAW = Law(
+    name="tp_equals_single", rank=190, prop=prop_tp_equals_single, config=RunConfig,
+    summary="tensor parallel == one rank: tokens, KV, accounting on every rank",
+    # Processes cost seconds to start, so few examples (one worker group serves them all);
+    # on CUDA these need tp_size GPUs (skipped with fewer).
+    strategy=tp_runs, slices=grid(5, tp_size=(2,), cuda_graph=(False, True)),
+    controls=("tests/test_laws_not_vacuous.py::test_tp_law_rejects_misordered_vocab_gather",
+              "cases/tp_vocab_shard_argmax_local"))

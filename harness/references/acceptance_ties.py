@@ -12,6 +12,8 @@ rows' rounding, so its gaps are divided by k, and one epsilon (TIE_EPS, logit un
 every choice."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 
@@ -64,6 +66,69 @@ def _inclusion(values: torch.Tensor, i: int, keep: int) -> tuple[bool, float]:
     return False, float(ranked[keep - 1] - values[i])
 
 
+@dataclass
+class _DraftTree:
+    """One request's draft tree, re-derived from the round's recorded rows."""
+    nodes: list[tuple[tuple[int, ...], float]]  # (path, cumulative log-score), engine order
+    rows: dict          # path -> the log-softmax row that expands it
+    carry_cut: dict     # path -> (carried?, margin) at its depth (>= 2)
+
+    def __post_init__(self) -> None:
+        self.every = torch.tensor([s for _, s in self.nodes], dtype=torch.float64)
+        self.index = {path: j for j, (path, _) in enumerate(self.nodes)}
+        self.score_of = dict(self.nodes)
+
+
+def _rederive_tree(step0_logits: torch.Tensor, decode_rows: list[torch.Tensor],
+                   decode_inputs: list[torch.Tensor], topk: int) -> _DraftTree | None:
+    """The draft tree the engine built from these rows, or None when the branches it
+    recorded expanding (decode_inputs) are not the ones re-derived here."""
+    lp0 = torch.log_softmax(step0_logits.double(), -1)
+    top0 = torch.topk(lp0, topk)
+    carried = [((int(t),), float(v)) for v, t in zip(top0.values, top0.indices)]
+    nodes = list(carried)
+    rows = {(): lp0}
+    carry_cut = {}
+    for i, logits in enumerate(decode_rows):
+        if [p[-1] for p, _ in carried] != [int(t) for t in decode_inputs[i].tolist()]:
+            return None
+        lp = torch.log_softmax(logits.double(), -1)
+        children = []
+        for c, (path, score) in enumerate(carried):
+            rows[path] = lp[c]
+            tv = torch.topk(lp[c], topk)
+            children += [(path + (int(t),), score + float(v))
+                         for v, t in zip(tv.values, tv.indices)]
+        scores = torch.tensor([s for _, s in children], dtype=torch.float64)
+        for j, (path, _) in enumerate(children):
+            carry_cut[path] = _inclusion(scores, j, topk)
+        nodes += children
+        carried = [children[j] for j in torch.topk(scores, topk).indices.tolist()]
+    return _DraftTree(nodes, rows, carry_cut)
+
+
+def _node_cuts(tree: _DraftTree, committed: list[int], j: int, topk: int, ndt: int,
+               steps: int) -> tuple[torch.Tensor | None, list[tuple[bool, float]]]:
+    """The cuts (passed?, margin), in order, that put the node committed[:j] in the tree,
+    and the row that expands its parent (None: the parent was never expanded)."""
+    path, parent = tuple(committed[:j]), tuple(committed[:j - 1])
+    cuts = []
+    if j >= 3:  # a depth-1 parent is carried by its own row cut, checked at j - 1
+        kept, m = tree.carry_cut.get(parent, (False, 0.0))
+        cuts.append((kept, m / (j - 1)))
+    row = tree.rows.get(parent) if all(kept for kept, _ in cuts) else None
+    if row is not None:
+        cuts.append(_inclusion(row, committed[j - 1], topk))
+        if path in tree.index:
+            kept, m = _inclusion(tree.every, tree.index[path], ndt - 1)
+        else:  # not in its row's top-k: where its score would have ranked
+            score = tree.score_of.get(parent, 0.0) + float(row[committed[j - 1]])
+            kept, m = _inclusion(torch.cat([tree.every, tree.every.new_tensor([score])]),
+                                 len(tree.nodes), ndt - 1)
+        cuts.append((kept, m / steps))  # scores of any depth up to steps meet here
+    return row, cuts
+
+
 def accept_decision_gap(step0_logits: torch.Tensor, decode_rows: list[torch.Tensor],
                         decode_inputs: list[torch.Tensor], topk: int, ndt: int,
                         committed: list[int]) -> float | None:
@@ -84,49 +149,13 @@ def accept_decision_gap(step0_logits: torch.Tensor, decode_rows: list[torch.Tens
     length and excuses nothing. Score gaps are divided by depth, as in draft_choice_gap.
     step0_logits: [V]; decode_rows[i]: [topk, V], draft forward i's rows of this request;
     decode_inputs[i]: [topk], that forward's input tokens (the branches it expanded)."""
-    lp0 = torch.log_softmax(step0_logits.double(), -1)
-    top0 = torch.topk(lp0, topk)
-    carried = [((int(t),), float(v)) for v, t in zip(top0.values, top0.indices)]
-    nodes = list(carried)                    # (path, cumulative log-score), engine order
-    depth_of = [1] * len(carried)
-    rows = {(): lp0}                         # path -> the log-softmax row that expands it
-    carry_cut = {}                           # path -> (carried?, margin) at its depth (>= 2)
-    for i, logits in enumerate(decode_rows):
-        if [p[-1] for p, _ in carried] != [int(t) for t in decode_inputs[i].tolist()]:
-            return None
-        lp = torch.log_softmax(logits.double(), -1)
-        children = []
-        for c, (path, score) in enumerate(carried):
-            rows[path] = lp[c]
-            tv = torch.topk(lp[c], topk)
-            children += [(path + (int(t),), score + float(v))
-                         for v, t in zip(tv.values, tv.indices)]
-        scores = torch.tensor([s for _, s in children], dtype=torch.float64)
-        for j, (path, _) in enumerate(children):
-            carry_cut[path] = _inclusion(scores, j, topk)
-        nodes += children
-        depth_of += [i + 2] * len(children)
-        carried = [children[j] for j in torch.topk(scores, topk).indices.tolist()]
-    every = torch.tensor([s for _, s in nodes], dtype=torch.float64)
-    index, score_of = {path: j for j, (path, _) in enumerate(nodes)}, dict(nodes)
+    tree = _rederive_tree(step0_logits, decode_rows, decode_inputs, topk)
+    if tree is None:
+        return None
     steps, accepted = len(decode_rows) + 1, len(committed) - 1
     gaps = []
     for j in range(1, min(accepted + 1, steps) + 1):
-        path, parent = tuple(committed[:j]), tuple(committed[:j - 1])
-        cuts = []  # (passed?, margin): the cuts that put path in the tree, in order
-        if j >= 3:  # a depth-1 parent is carried by its own row cut, checked at j - 1
-            kept, m = carry_cut.get(parent, (False, 0.0))
-            cuts.append((kept, m / (j - 1)))
-        row = rows.get(parent) if all(kept for kept, _ in cuts) else None
-        if row is not None:
-            cuts.append(_inclusion(row, committed[j - 1], topk))
-            if path in index:
-                kept, m = _inclusion(every, index[path], ndt - 1)
-            else:  # not in its row's top-k: where its score would have ranked
-                score = score_of.get(parent, 0.0) + float(row[committed[j - 1]])
-                kept, m = _inclusion(torch.cat([every, every.new_tensor([score])]),
-                                     len(nodes), ndt - 1)
-            cuts.append((kept, m / steps))  # scores of any depth up to steps meet here
+        row, cuts = _node_cuts(tree, committed, j, topk, ndt, steps)
         in_tree = row is not None and all(kept for kept, _ in cuts)
         if in_tree != (j <= accepted):
             return None  # the re-derived tree is not the one the engine verified

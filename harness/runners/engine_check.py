@@ -63,7 +63,7 @@ def _chunk(rep: LawReport, engine: str, device: str, chunk_seed: int, profile) -
 def sweep(engine: str, budget: float, device: str, profile, names=None) -> list[LawReport]:
     """Each applicable law for budget / (number of applicable laws) seconds."""
     adapter = default_adapter(engine, device)
-    reports = [LawReport(n, not_applicable(ENGINE_LAWS[n].NEEDS, adapter))
+    reports = [LawReport(n, not_applicable(ENGINE_LAWS[n].needs, adapter))
                for n in (names or ENGINE_LAWS)]
     live = [r for r in reports if not r.na]
     per_law = budget / max(1, len(live))

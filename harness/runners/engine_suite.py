@@ -13,30 +13,23 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from harness.adapters.protocol import Observable
 from harness.adapters.registry import default_adapter
+from harness.laws.index import black_box
 from harness.strategies.engine_cases import EngineCase
-from harness.laws import (engine_finish, engine_lossless_greedy, engine_sampled_distribution,
-                          engine_seeded_determinism, engine_self_draft)
 
-ENGINE_LAWS = {m.NAME: m for m in (engine_lossless_greedy, engine_finish, engine_self_draft,
-                                   engine_sampled_distribution, engine_seeded_determinism)}
+ENGINE_LAWS = black_box()  # name -> declaration (check, cases, needs; harness/laws/)
 WHITE_BOX = frozenset({Observable.WHITE_BOX})
 # Examples per law in plain `pytest` on CPU (the CI tier): a few seconds per law and engine.
 CPU_EXAMPLES = {"specdec": 5, "transformers": 5}
-# Laws that run N requests per example take fewer examples (as suite.Entry.fraction), and
-# fewer again on an adapter that cannot batch: its N requests are N generate() calls (8
-# examples of 400 such calls outran pytest's 300 s per test on a shared GPU).
-FRACTION = {engine_sampled_distribution.NAME: 3}
+# Laws that run N requests per example declare a fraction of the examples, and take fewer
+# again on an adapter that cannot batch: its N requests are N generate() calls (8 examples
+# of 400 such calls outran pytest's 300 s per test on a shared GPU).
+FRACTION = {name: law.fraction for name, law in ENGINE_LAWS.items()}
 UNBATCHED_FRACTION = 4
-# Laws whose one example is hundreds of requests report a failing case as drawn, unshrunk:
-# shrinking reruns it hundreds of times, past pytest's time-out per test, and the failure
-# was lost to the time-out (twice on the H100). Its replay line carries the whole case.
-UNSHRUNK = frozenset({engine_sampled_distribution.NAME})
 
 
 def phases(law: str) -> list[Phase]:
     """The Hypothesis phases a law's failing examples go through."""
-    return [Phase.explicit, Phase.reuse, Phase.generate] + \
-        ([] if law in UNSHRUNK else [Phase.shrink])
+    return ENGINE_LAWS[law].phases
 
 
 def missing(needs: frozenset, adapter) -> list[str]:
@@ -76,8 +69,8 @@ def law_test(law: str, engine: str, device: str, max_examples: int | None = None
     def test(case):
         run_case(law, case, device)
     base = profile or settings.default
-    fraction = FRACTION.get(law, 1)
-    if law in FRACTION and Observable.BATCHING not in default_adapter(engine, device).observables:
+    fraction = FRACTION[law]
+    if fraction > 1 and Observable.BATCHING not in default_adapter(engine, device).observables:
         fraction *= UNBATCHED_FRACTION
     n = max_examples or max(2, base.max_examples // fraction)
     return settings(base, max_examples=n, deadline=None, phases=phases(law),
@@ -88,4 +81,4 @@ def law_test(law: str, engine: str, device: str, max_examples: int | None = None
 def applicability(engine: str, device: str) -> dict[str, str | None]:
     """law -> None (it runs) or the "not applicable: needs X" line."""
     adapter = default_adapter(engine, device)
-    return {name: not_applicable(m.NEEDS, adapter) for name, m in ENGINE_LAWS.items()}
+    return {name: not_applicable(m.needs, adapter) for name, m in ENGINE_LAWS.items()}

@@ -77,7 +77,8 @@ def _configs(dtype: str, n: int):
     for drafter, topk, steps, ndt in CONFIGS:
         for path, kw in PATHS.items():
             kw = {**kw, "graph_bs": covering(n)} if kw.get("graph_bs") == "cover" else kw
-            yield drafter, topk, steps, ndt, path, FloorConfig(drafter, topk, steps, ndt,
+            yield drafter, topk, steps, ndt, path, FloorConfig(drafter=drafter, topk=topk,
+                                                               num_steps=steps, ndt=ndt,
                                                                dtype=dtype, **kw)
 
 
@@ -122,7 +123,9 @@ def load_clean(path: str) -> dict:
 def _path_rows(pair, device: str, n: int, max_new: int) -> list[dict]:
     rows = []
     for drafter, topk, steps, ndt in CONFIGS:
-        base = PathPair(topk, steps, ndt, 1, pair.draft_arg(drafter), n, 24, max_new, 1,
+        base = PathPair(topk=topk, num_steps=steps, ndt=ndt, page_size=1,
+                        draft=pair.draft_arg(drafter), batch_size=n, max_prompt_len=24,
+                        max_new_tokens=max_new, seed=1,
                         dtype=PATH_DTYPE, model=pair.target, ragged=True, graph_bs=covering(n))
         for path, kw in B_PATHS.items():
             cfg = dataclasses.replace(base, **kw)

@@ -24,6 +24,8 @@ from specdec import Engine, SpecConfig
 from specdec.sampling_params import SamplingParams
 from specdec.validate import reserve_margin
 
+NAME = "mixed_run"  # the law whose checks this module raises (OracleFailure)
+
 
 @dataclass
 class Planned:
@@ -90,7 +92,7 @@ def _accounting(engine, live_none: bool = False) -> None:
     engine.check_accounting([] if live_none else None)
     if live_none and len(engine.memory.req_pool._free_rows) != engine.max_batch:
         rank = engine.tp_group.rank if engine.tp_group is not None else 0
-        raise OracleFailure("mixed_run", f"tp rank {rank}: a request row was not returned")
+        raise OracleFailure(NAME, NAME, f"tp rank {rank}: a request row was not returned")
 
 
 def references(model: str, engine: Engine, planned: list[Planned], dtype: str):
@@ -166,18 +168,18 @@ def _run(eng: Engine, n_requests: int, seed: int, model: str, dtype: str, max_pr
             report.completed += 1
         ok, what = compare_greedy(o.tokens, want, margins, eng.dtype)
         if not ok:
-            raise OracleFailure("mixed_run", f"request {i} (rid {o.rid}, {o.finish_reason}): {what}")
+            raise OracleFailure(NAME, NAME, f"request {i} (rid {o.rid}, {o.finish_reason}): {what}")
         report.ties += what != "identical"
         report.generated += len(o.tokens)
     if len(outs) != n_requests:
-        raise OracleFailure("mixed_run", f"{n_requests - len(outs)} requests never finished")
+        raise OracleFailure(NAME, NAME, f"{n_requests - len(outs)} requests never finished")
     if prefix_cache:
         report.prefix_hit_tokens = eng.stats.prefix_hit_tokens
         report.prefill_tokens = eng.stats.prefill_tokens
         eng.flush_prefix_cache()  # the tree gives back everything: nothing may stay owned
         free = eng.memory.allocator
         if free.num_free != free.num_pages - 1:
-            raise OracleFailure("mixed_run", f"{free.num_pages - 1 - free.num_free} pages "
+            raise OracleFailure(NAME, NAME, f"{free.num_pages - 1 - free.num_free} pages "
                                 "still held after the last request and a flush")
     eng.tp_each(_accounting, True)  # no page owned, no row held, on any rank, at the end
     return report

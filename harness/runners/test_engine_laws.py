@@ -37,7 +37,7 @@ def _examples(engine: str, law: str) -> int | None:
 @pytest.mark.engine_law
 @pytest.mark.parametrize("law", list(ENGINE_LAWS))
 def test_engine_law(engine, law):
-    reason = not_applicable(ENGINE_LAWS[law].NEEDS, default_adapter(engine, DEVICE))
+    reason = not_applicable(ENGINE_LAWS[law].needs, default_adapter(engine, DEVICE))
     if reason:
         pytest.skip(f"{law} on {engine}: {reason}")
     law_test(law, engine, DEVICE, _examples(engine, law))()

@@ -5,12 +5,17 @@ until something fails: first the regression examples (each case's configuration 
 property, in registry order), then the generated examples entry by entry (the active
 Hypothesis profile's counts, no shrinking: we time the first failure, not the minimal one).
 A fault is caught when any property fails; the matrix names the check that did (a crash is
-reported as `crash: <exception type>`), the examples run and the seconds until then."""
+reported as `crash: <exception type>`), the examples run and the seconds until then.
+
+Each case declares the check its own example fails (`Case.check`). When the first failure
+came from elsewhere (another case's example, a generated one), the case's own example is run
+too, so `checks` holds every check seen failing; the declared one must be among them (a fault
+caught only by a crash or by another law shows a weak law: `declared_caught` is False)."""
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 from hypothesis import HealthCheck, Phase, settings
 
@@ -26,8 +31,11 @@ class ZooRow:
     fault: str
     source: str
     caught: bool = False
-    oracle: str = ""
-    prop: str = ""
+    check: str = ""          # the first failing check ("crash: <exception type>" for a crash)
+    prop: str = ""           # the law whose property failed first
+    checks: list = field(default_factory=list)  # "law:check" of each failure seen: the
+    #                                              first, and the case's own example's
+    declared_caught: bool = False  # the case's declared check is among them
     phase: str = ""          # "example" (a regression example) or "generated"
     examples: int = 0        # property runs until the first failure (or in all, if missed)
     seconds: float = 0.0
@@ -38,18 +46,44 @@ class _Caught(Exception):
     pass
 
 
-def _oracle_of(exc: BaseException) -> str:
+def check_of(exc: BaseException) -> str:
+    """The check an exception reports, or "crash: <type>" where it is not an OracleFailure."""
+    first = exc
     while exc is not None:
         if isinstance(exc, OracleFailure):
-            return exc.oracle
+            return exc.check
         inner = getattr(exc, "exceptions", None)  # Hypothesis may group failures
         exc = inner[0] if inner else exc.__cause__
+    return f"crash: {type(first).__name__}"
+
+
+def declared_among(case, checks: list[str]) -> bool:
+    """Whether the case's declared check (a name, or several where the device decides, as a
+    read past a table that raises on a CPU and reads garbage on a GPU) is among `checks`
+    ("law:check"): "crash" matches any crash of the case's law."""
+    wanted = (case.check,) if isinstance(case.check, str) else tuple(case.check)
+    for seen in checks:
+        law, _, check = seen.partition(":")
+        if law == case.prop and any(check == w or (w == "crash" and check.startswith("crash"))
+                                    for w in wanted):
+            return True
+    return False
+
+
+def _own_example_check(case, device: str) -> str:
+    """The case's own example through its own law, the fault on: the check it fails, or "" if
+    it passes."""
+    try:
+        ALL_PROPERTIES[case.prop](case.example, device)
+    except Exception as exc:  # a crash counts as the case's crash
+        return f"{case.prop}:{check_of(exc)}"
     return ""
 
 
 def detect(fault: str, device: str, profile: settings) -> ZooRow:
     CASES = load_cases()
     row, t0 = ZooRow(fault, REGISTRY[fault].source), time.perf_counter()
+    own = []  # set when the first failure is the case's own example through its own law
 
     def judge(prop: str, cfg, phase: str) -> None:
         row.examples += 1
@@ -57,7 +91,8 @@ def detect(fault: str, device: str, profile: settings) -> ZooRow:
             ALL_PROPERTIES[prop](cfg, device)
         except Exception as exc:  # any failure of the suite counts, a crash included
             row.caught, row.prop, row.phase = True, prop, phase
-            row.oracle = _oracle_of(exc) or f"crash: {type(exc).__name__}"
+            row.check = check_of(exc)
+            own.append(cfg == CASES[fault].example and prop == CASES[fault].prop)
             row.detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
             raise _Caught from exc
 
@@ -81,7 +116,11 @@ def detect(fault: str, device: str, profile: settings) -> ZooRow:
         except Exception:  # Hypothesis re-raises our failure wrapped; the row is filled
             if not row.caught:
                 raise
-    row.seconds = time.perf_counter() - t0
+        row.seconds = time.perf_counter() - t0
+        row.checks = [f"{row.prop}:{row.check}"] if row.caught else []
+        if row.caught and not own[0] and runnable(CASES[fault].example, device):
+            row.checks += [c for c in [_own_example_check(CASES[fault], device)] if c]
+    row.declared_caught = declared_among(CASES[fault], row.checks)
     return row
 
 
@@ -132,8 +171,8 @@ def zoo(device: str, profile_name: str, names=None, out=None, json_path=None,
     import sys
     out = out or sys.stdout
     rows = []
-    print(f"{'fault':<46} {'source':<28} {'result':<7} {'oracle':<26} {'examples':>8} "
-          f"{'seconds':>8}", file=out, flush=True)
+    print(f"{'fault':<46} {'source':<28} {'result':<7} {'first failing law:check':<40} "
+          f"{'declared':<8} {'examples':>8} {'seconds':>8}", file=out, flush=True)
     CASES = load_cases()
     skipped = []
     for name in names or list(REGISTRY):
@@ -145,8 +184,10 @@ def zoo(device: str, profile_name: str, names=None, out=None, json_path=None,
         r = (detect(name, device, settings.get_profile(profile_name)) if in_process
              else detect_isolated(name, device, profile_name))
         rows.append(r)
+        first = f"{r.prop}:{r.check}" if r.caught else ""
         print(f"{r.fault:<46} {r.source[:28]:<28} {'caught' if r.caught else 'MISSED':<7} "
-              f"{r.oracle[:26]:<26} {r.examples:>8} {r.seconds:>8.1f}", file=out, flush=True)
+              f"{first[:40]:<40} {'yes' if r.declared_caught else 'NO':<8} {r.examples:>8} "
+              f"{r.seconds:>8.1f}", file=out, flush=True)
     caught = [r for r in rows if r.caught]
     secs = sorted(r.seconds for r in caught)
     if secs:
@@ -154,6 +195,9 @@ def zoo(device: str, profile_name: str, names=None, out=None, json_path=None,
               f"on {device}", file=out)
     print(f"caught {len(caught)}/{len(rows)}" + (f" ({len(skipped)} skipped: more GPUs "
           f"needed than visible)" if skipped else ""), file=out)
+    for r in (r for r in caught if not r.declared_caught):  # a law weaker than its case says
+        print(f"{r.fault}: declared {CASES[r.fault].prop}:{CASES[r.fault].check}, caught only "
+              f"by {', '.join(r.checks)}", file=out)
     if json_path:
         with open(json_path, "w") as f:
             json.dump({"device": device, "profile": profile_name,

@@ -6,11 +6,12 @@ from dataclasses import asdict, dataclass
 
 from hypothesis import strategies as st
 
+from harness.strategies.configs import shape_fields
 from harness.strategies.lifecycle_config import small_spec_shapes
 from harness.strategies.vocab_seams import seam_corner, seam_models
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ChurnConfig:
     topk: int
     num_steps: int
@@ -49,7 +50,7 @@ def churn_configs(max_batch: int = 6, max_steps: int = 10):
         buckets = st.sampled_from((two, two, tuple(b for b in (1, 2, 4) if b <= mb), (mb,)))
         sizes = st.lists(st.integers(1, mb), min_size=5, max_size=max_steps).map(tuple)
         return st.builds(
-            lambda shape, **kw: ChurnConfig(*shape, max_batch=mb, **kw),
+            lambda shape, **kw: ChurnConfig(**shape_fields(shape), max_batch=mb, **kw),
             small_spec_shapes(), page_size=st.sampled_from((1, 4, 16)),
             draft=st.sampled_from(("eagle", "self", "perturbed")), graph_bs=buckets,
             sizes=sizes, overlap=st.booleans(), seed=st.integers(0, 2**16),

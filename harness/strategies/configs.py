@@ -10,7 +10,7 @@ from harness.strategies.vocab_seams import seam_corner, seam_models
 from specdec.config import max_draft_tokens
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunConfig:
     """One engine run: everything needed to replay it exactly."""
 
@@ -84,6 +84,13 @@ class RunConfig:
                 bool(seam_corner(self.model)))
 
 
+def shape_fields(shape: tuple) -> dict:
+    """A drawn (topk, num_steps, ndt) as the configs' keywords (the wide configs take no
+    positional fields)."""
+    topk, num_steps, ndt = shape
+    return dict(topk=topk, num_steps=num_steps, ndt=ndt)
+
+
 def spec_shapes():
     """(topk, num_steps, ndt) with ndt feasible: steps+1 for chains, <= the tree's size else."""
     def with_ndt(ts):
@@ -133,7 +140,8 @@ def run_configs(drafts=DRAFTS, page_sizes=(1, 2, 4, 16, 64), max_batch: int = 10
 
     def build(shape, samp, **kw):
         t, k, p, ds, rows = samp
-        return RunConfig(*shape, temperature=t, top_k=k if t else 0, top_p=p if t else 1.0,
+        return RunConfig(**shape_fields(shape), temperature=t, top_k=k if t else 0,
+                         top_p=p if t else 1.0,
                          draft_sampling=ds, sampled_rows=rows if t else "all", **kw)
     return st.builds(
         build,
@@ -164,8 +172,8 @@ def long_context_configs(max_batch: int = 3, context: tuple = (150, 300), graphs
     model's llama3 scaling starts at position 128, the drafter's own config says 64 or 96."""
     lo, hi = context
     return st.builds(
-        lambda shape, n, **kw: RunConfig(*shape, max_prompt_len=n, min_prompt_len=n - 20,
-                                         model="tiny-long", **kw),
+        lambda shape, n, **kw: RunConfig(**shape_fields(shape), max_prompt_len=n,
+                                         min_prompt_len=n - 20, model="tiny-long", **kw),
         spec_shapes(), st.integers(lo, hi),
         page_size=st.sampled_from((1, 4, 16)),
         draft=st.sampled_from(("eagle", "perturbed")),

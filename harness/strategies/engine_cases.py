@@ -18,7 +18,7 @@ from harness.strategies.configs import TEMPERATURES, TOP_KS, TOP_PS
 SIZES = {"cpu": (12, 12), "gpu": (40, 32)}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EngineCase:
     engine: str
     settings: dict
@@ -95,7 +95,8 @@ def engine_cases(engine: str, device: str, law: str, *, spec_fixed: dict | None 
         top = adapter.max_batch if batched else 1
         knobs = _knobs(sampled, settings, cuts_in_float32)
         cases = st.builds(
-            lambda spec, knob, **kw: EngineCase(engine, settings, spec.to_dict(),
+            lambda spec, knob, **kw: EngineCase(engine=engine, settings=settings,
+                                                spec=spec.to_dict(),
                                                 temperature=knob[0], top_k=knob[1],
                                                 top_p=knob[2], n=n, **kw),
             adapter.spec_space(**(spec_fixed or {})), knobs,

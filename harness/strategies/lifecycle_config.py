@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from hypothesis import strategies as st
 
 from harness.laws.common import OracleFailure
+from harness.strategies.configs import shape_fields
 from harness.strategies.runs import greedy_baseline
 from harness.strategies.vocab_seams import seam_corner, seam_models
 from specdec.config import max_draft_tokens
@@ -15,7 +16,7 @@ from specdec import Engine, SpecConfig
 from specdec.validate import reserve_margin
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LifecycleConfig:
     topk: int
     num_steps: int
@@ -73,7 +74,7 @@ def lifecycle_configs(page_sizes=(1, 2, 4, 16), max_prompt_len: int = 12, max_ne
     largest requests, so a few running requests outgrow it and retraction happens, sometimes
     one of several; drafts that accept little, everything, or a mix (perturbed)."""
     return st.builds(
-        lambda shape, batch, **kw: LifecycleConfig(*shape, max_batch=batch[0],
+        lambda shape, batch, **kw: LifecycleConfig(**shape_fields(shape), max_batch=batch[0],
                                                    graph_bs=batch[1], **kw),
         small_spec_shapes(),
         # Coarse buckets too, up to max_batch (a bucket past it is never captured): batches
@@ -128,7 +129,7 @@ class Expected:
     def check(self, rid: int, got: list[int], dtype) -> str:
         ok, what = compare_greedy(got, self.tokens, self.margins, dtype)
         if not ok:
-            raise OracleFailure("lifecycle_output", f"request {rid}: {what}")
+            raise OracleFailure("lifecycle", "lifecycle_output", f"request {rid}: {what}")
         return what
 
 

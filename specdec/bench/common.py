@@ -79,8 +79,8 @@ def fast_weights(device, dtype: torch.dtype):
     The engine's seeded init draws every weight on the CPU in fp32 (llama-8b: 32 GB and
     minutes on one core). Timings do not depend on the values, so the bench swaps in the same
     scales drawn on the device (a different seeded stream: tokens differ from an engine built
-    without this). Patches specdec.engine's names for the duration only."""
-    import specdec.engine as engine_mod
+    without this). Patches specdec.build's names for the duration only."""
+    import specdec.build as build_mod
     from specdec.model.llama import LlamaModel
 
     def build(cfg):
@@ -106,12 +106,12 @@ def fast_weights(device, dtype: torch.dtype):
                 scale = (head_scale if name.endswith("lm_head.weight") else 1.0) / math.sqrt(p.shape[-1])
                 p.normal_(0.0, scale, generator=gen)
 
-    saved = engine_mod.LlamaModel, engine_mod.init_weights
-    engine_mod.LlamaModel, engine_mod.init_weights = build, init
+    saved = build_mod.LlamaModel, build_mod.init_weights
+    build_mod.LlamaModel, build_mod.init_weights = build, init
     try:
         yield
     finally:
-        engine_mod.LlamaModel, engine_mod.init_weights = saved
+        build_mod.LlamaModel, build_mod.init_weights = saved
 
 
 def prompts(bs: int, length: int, vocab: int) -> list[list[int]]:

@@ -74,6 +74,44 @@ def round_costs(path: str, model: str = "llama-8b") -> dict:
             for r in doc["results"] if r["model"] == model}
 
 
+def _row(bs: int, cfg: tuple, new_tokens: int, base: dict, r: dict, cost) -> dict:
+    """One (config, bs) row from a timed plain/spec pair, printed as one line."""
+    topk, steps, ndt = cfg
+    same = r["outputs"] == base["outputs"]  # greedy: lossless, ties aside
+    row = {"bs": bs, "topk": topk, "num_steps": steps, "ndt": ndt,
+           "new_tokens": new_tokens, "plain_tokens_per_s": base["tokens_per_s"],
+           "spec_tokens_per_s": r["tokens_per_s"],
+           "speedup": r["tokens_per_s"] / base["tokens_per_s"],
+           # The fastest call of each: what the speedup is with the host's drift
+           # left out of both.
+           "speedup_fastest": min(base["all_seconds"]) / min(r["all_seconds"]),
+           "mean_accept_length": r["mean_accept_length"],
+           "plain_seconds": base["all_seconds"], "spec_seconds": r["all_seconds"],
+           "outputs_equal_plain": same,
+           "llama8b_round_in_decode_steps": cost,
+           "projected_llama8b_speedup": (r["mean_accept_length"] / cost
+                                         if cost else None)}
+    proj = (f"{row['projected_llama8b_speedup']:.2f}x" if cost else
+            "n/a (no llama-8b round cost at this bs)")
+    print(f"spec {topk},{steps},{ndt} bs={bs:<3} {r['tokens_per_s']:9.1f} tok/s, plain "
+          f"{base['tokens_per_s']:9.1f} tok/s  accept {r['mean_accept_length']:.3f}  "
+          f"speedup {row['speedup']:.2f}x (fastest calls {row['speedup_fastest']:.2f}x)  "
+          f"projection llama-8b {proj}  "
+          f"outputs==plain {same}", flush=True)
+    return row
+
+
+E2E_CONVENTION = ("tokens_per_s: output tokens of one generate() call over the "
+                  "median wall time of `repeats` such calls, after a warm-up call of "
+                  "the same batch; plain and speculative calls alternate, so each row's "
+                  "plain figure was measured beside its speculative one; speedup: spec "
+                  "over plain at the same bs (speedup_fastest: of the fastest call of "
+                  "each). "
+                  "projected_llama8b_speedup is a PROJECTION, not a measurement: "
+                  "mean_accept_length (measured here) / llama-8b's round cost in "
+                  "decode steps (measured by bench spec, round_cost_source).")
+
+
 def run(device: str, dtype: str, batch_sizes: list[int], new_tokens: int, configs: list,
         target: str | None = None, draft: str | None = None, heldout: str | None = None,
         round_cost: str = DEFAULT_ROUND_COST, repeats: int = 5) -> tuple[list[dict], dict]:
@@ -97,41 +135,11 @@ def run(device: str, dtype: str, batch_sizes: list[int], new_tokens: int, config
         eng = engine(SpecConfig(topk, steps, ndt))
         for bs in batch_sizes:
             base, r = _timed_pair(plain, eng, prompts[bs], new_tokens, repeats)
-            same = r["outputs"] == base["outputs"]  # greedy: lossless, ties aside
-            cost = costs.get((topk, steps, ndt, bs))
-            row = {"bs": bs, "topk": topk, "num_steps": steps, "ndt": ndt,
-                   "new_tokens": new_tokens, "plain_tokens_per_s": base["tokens_per_s"],
-                   "spec_tokens_per_s": r["tokens_per_s"],
-                   "speedup": r["tokens_per_s"] / base["tokens_per_s"],
-                   # The fastest call of each: what the speedup is with the host's drift
-                   # left out of both.
-                   "speedup_fastest": min(base["all_seconds"]) / min(r["all_seconds"]),
-                   "mean_accept_length": r["mean_accept_length"],
-                   "plain_seconds": base["all_seconds"], "spec_seconds": r["all_seconds"],
-                   "outputs_equal_plain": same,
-                   "llama8b_round_in_decode_steps": cost,
-                   "projected_llama8b_speedup": (r["mean_accept_length"] / cost
-                                                 if cost else None)}
-            rows.append(row)
-            proj = (f"{row['projected_llama8b_speedup']:.2f}x" if cost else
-                    "n/a (no llama-8b round cost at this bs)")
-            print(f"spec {topk},{steps},{ndt} bs={bs:<3} {r['tokens_per_s']:9.1f} tok/s, plain "
-                  f"{base['tokens_per_s']:9.1f} tok/s  accept {r['mean_accept_length']:.3f}  "
-                  f"speedup {row['speedup']:.2f}x (fastest calls {row['speedup_fastest']:.2f}x)  "
-                  f"projection llama-8b {proj}  "
-                  f"outputs==plain {same}", flush=True)
+            rows.append(_row(bs, (topk, steps, ndt), new_tokens, base, r,
+                             costs.get((topk, steps, ndt, bs))))
         del eng
         free(device)
     extra = {"target": target, "draft": draft, "heldout": heldout, "dtype": dtype,
              "cuda_graph": True, "overlap": True, "round_cost_source": round_cost,
-             "repeats": repeats,
-             "convention": "tokens_per_s: output tokens of one generate() call over the "
-                           "median wall time of `repeats` such calls, after a warm-up call of "
-                           "the same batch; plain and speculative calls alternate, so each row's "
-                           "plain figure was measured beside its speculative one; speedup: spec "
-                           "over plain at the same bs (speedup_fastest: of the fastest call of "
-                           "each). "
-                           "projected_llama8b_speedup is a PROJECTION, not a measurement: "
-                           "mean_accept_length (measured here) / llama-8b's round cost in "
-                           "decode steps (measured by bench spec, round_cost_source)."}
+             "repeats": repeats, "convention": E2E_CONVENTION}
     return rows, extra

@@ -1,14 +1,16 @@
 """One runner for every captured phase: static buffers, buckets, padding, capture, replay.
 
-A phase (specdec/spec/phases.py) declares its inputs and a forward function over a dict of
-buffers. The runner pads live inputs to a bucket size (contract section 8), and either
-replays the captured graph of that bucket or runs the phase eagerly; in batch-invariant eager
-mode the eager path pads to the same buckets, so both run identical shapes. What a phase can
-derive on the device from its inputs (write slots from req_to_token, say) it derives in
-`prepare`, which runs inside the capture: replays then do no host work for it.
+A phase (specdec/spec/phases.py) declares its inputs (a frozen dataclass, and an InputSpec
+for each field the runner pads) and a forward over them. The runner pads live inputs to a
+bucket size (contract section 8), and either replays the captured graph of that bucket or
+runs the phase eagerly; in batch-invariant eager mode the eager path pads to the same
+buckets, so both run identical shapes. What a phase can derive on the device from its inputs
+(write slots from req_to_token, say) it derives in `prepare`, which runs inside the capture:
+replays then do no host work for it.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -38,13 +40,15 @@ class InputSpec:
 def pad_inputs(specs: dict[str, InputSpec], live: dict[str, torch.Tensor], bs: int, size: int,
                out: dict[str, torch.Tensor] | None = None,
                dirty: dict[str, int] | None = None) -> dict[str, torch.Tensor]:
-    """Copy live rows into `out` (static buffers) or fresh tensors, padding rows to `size`
-    requests with each input's pad value. Returns views of exactly `size` requests.
+    """Copy live rows (`live`: by input name) into `out` (static buffers) or fresh tensors,
+    padding rows to `size` requests with each input's pad value. Returns views of exactly
+    `size` requests, by input name.
 
     Static buffers are refilled only up to their high-water mark `dirty[name]` (rows an
-    earlier replay wrote live data into): rows past it still hold the pad value, because
-    capture leaves every buffer as it found it (the draft decode restores its positions:
-    SGLang #25015). That saves a fill per input per replay."""
+    earlier replay wrote live data into): rows past it still hold the pad value, because no
+    phase writes its static inputs (the draft decode derives each forward's positions rather
+    than advancing its positions buffer: SGLang #25015). That saves a fill per input per
+    replay."""
     views = {}
     for name, spec in specs.items():
         src = live[name]
@@ -79,7 +83,10 @@ class PhaseRunner:
         self.device = device
         self.batch_invariant = batch_invariant
         self.buckets = sorted({b for b in buckets if 1 <= b <= max_bs})
-        self.graphs, self.outputs, self.metadata, self.views = {}, {}, {}, {}
+        # Per captured size: the graph, its outputs, its metadata, the padded inputs it was
+        # captured on and what `prepare` derived inside it (both refilled by each replay).
+        self.graphs, self.outputs, self.metadata = {}, {}, {}
+        self.captured_inputs, self.prepared = {}, {}
         self.dirty: dict[str, int] = {}  # per static input: rows past it hold the pad value
         self.last_ran_graph = False
         # Tensor parallelism (specdec/tp/): this rank, and the group every decision is checked
@@ -100,19 +107,19 @@ class PhaseRunner:
     def _capture(self, factory: GraphFactory, size: int) -> None:
         empty = {n: torch.empty((0, *s.tail), dtype=s.dtype, device=self.device)
                  for n, s in self.phase.inputs.items()}
-        views = pad_inputs(self.phase.inputs, empty, 0, size, self.static)  # all pad
-        views.update(self.phase.extra_static(size, self.static))
+        padded = pad_inputs(self.phase.inputs, empty, 0, size, self.static)  # all pad
+        x = self.phase.input_type(**padded, **self.phase.extra_static(size, self.static))
 
         def body():
             # Derived inputs and metadata are built inside the graph from the static inputs:
             # every replay rebuilds them on the device, with no host work and no copy.
-            views.update(self.phase.prepare(views, size))
-            md = self.phase.capture_metadata(views, size)
-            return self.phase.forward(views, size, md), md
+            prep = self.phase.prepare(x, size)
+            md = self.phase.capture_metadata(x, prep, size)
+            return self.phase.forward(x, prep, size, md), prep, md
 
         graph = factory.make()
-        self.outputs[size], self.metadata[size] = graph.capture(body)
-        self.graphs[size], self.views[size] = graph, views
+        self.outputs[size], self.prepared[size], self.metadata[size] = graph.capture(body)
+        self.graphs[size], self.captured_inputs[size] = graph, x
 
     def can_run(self, bs: int) -> bool:
         return bool(self.graphs) and bs <= self.buckets[-1]
@@ -121,10 +128,11 @@ class PhaseRunner:
         return next(b for b in self.buckets if b >= bs)
 
     # -- run ----------------------------------------------------------------------------
-    def run(self, live: dict[str, torch.Tensor], bs: int) -> dict[str, torch.Tensor]:
-        """Outputs for the bs live requests, as fresh tensors (never the graph's buffers).
-        Index space: lanes of the padded size; lane b < bs is batch position b, lanes bs.. are
-        padding (reserved row 0). Outputs are cut back to batch positions."""
+    def run(self, live, bs: int):
+        """The phase's outputs for the bs live requests (`live`: the phase's input dataclass),
+        as fresh tensors (never the graph's buffers). Index space: lanes of the padded size;
+        lane b < bs is batch position b, lanes bs.. are padding (reserved row 0). Outputs are
+        cut back to batch positions."""
         self.last_ran_graph = self.can_run(bs)
         if faults.on("tp_rank_divergent_padding") and self.tp_rank > 0:
             self.last_ran_graph = False  # a worker falls back to eager where rank 0 replays
@@ -132,22 +140,23 @@ class PhaseRunner:
         size = self.bucket(bs) if self.last_ran_graph or invariant else bs
         if self.tp_agree is not None:  # every rank pads alike and replays or runs eager alike
             agree(self.tp_agree, (type(self.phase).__name__, self.last_ran_graph, size))
+        fields = {name: getattr(live, name) for name in self.phase.inputs}
         if self.last_ran_graph:
-            views = pad_inputs(self.phase.inputs, live, bs, size, self.static, self.dirty)
+            padded = pad_inputs(self.phase.inputs, fields, bs, size, self.static, self.dirty)
             if faults.on("tp_idle_rank_dummy_writes") and self.tp_rank > 0:
-                idle_lanes_from_live_row(views, live, bs, size)
-            views.update(self.phase.load_extra(live, bs, size, self.views[size]))
-            for name, t in self.views[size].items():  # what `prepare` derived in the capture
-                views.setdefault(name, t)
-            self.phase.replay_metadata(views, size, self.metadata[size])
+                idle_lanes_from_live_row(padded, fields, bs, size)
+            extra = self.phase.load_extra(live, bs, size, self.captured_inputs[size])
+            x = dataclasses.replace(live, **padded, **extra)
+            prep, md = self.prepared[size], self.metadata[size]  # derived in the capture
+            self.phase.replay_metadata(x, prep, size, md)
             self.graphs[size].replay()
-            outs = self.outputs[size]
-            self.phase.after_replay(views, size, bs, self.metadata[size], outs)
+            out = self.outputs[size]
+            self.phase.after_replay(x, prep, size, bs, md, out)
         else:
-            views = pad_inputs(self.phase.inputs, live, bs, size)
+            padded = pad_inputs(self.phase.inputs, fields, bs, size)
             if faults.on("tp_idle_rank_dummy_writes") and self.tp_rank > 0:
-                idle_lanes_from_live_row(views, live, bs, size)
-            views.update(self.phase.load_extra(live, bs, size, None))
-            views.update(self.phase.prepare(views, size))
-            outs = self.phase.forward(views, size, None, bs)
-        return self.phase.slice_outputs(outs, bs)
+                idle_lanes_from_live_row(padded, fields, bs, size)
+            x = dataclasses.replace(live, **padded, **self.phase.load_extra(live, bs, size, None))
+            prep = self.phase.prepare(x, size)
+            out = self.phase.forward(x, prep, size, None, bs)
+        return self.phase.slice_outputs(out, bs)

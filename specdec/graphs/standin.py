@@ -8,7 +8,7 @@ memory the graph allocated keeps whatever the previous replay left there. So, as
 - Python control flow and host scalars are frozen at capture time;
 - a static input must be updated in place: a rebound attribute is never read by replay;
 - an output tensor kept across a replay is overwritten by the next replay;
-- in-place updates of static buffers (positions.add_) happen again at every replay;
+- in-place updates of static buffers (an `add_` on one) happen again at every replay;
 - a buffer allocated inside capture and only partly written holds the last replay's rows
   (state a larger batch left in its bucket is what a smaller batch then reads).
 A host sync inside capture (.item(), bool(tensor), nonzero, repeat_interleave without

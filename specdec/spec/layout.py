@@ -1,4 +1,4 @@
-"""The draft's slot layout (contract section 4), written down once.
+"""The draft's positions (contract section 3) and slot layout (section 4), written down once.
 
 Every consumer of the multi-step draft layout imports from here: the worker, the attention
 metadata and the graph runners. The harness's reference re-derives it independently.
@@ -8,6 +8,22 @@ from __future__ import annotations
 import torch
 
 from specdec import faults
+
+
+def branch_positions(prefix_lens: torch.Tensor, topk: int) -> torch.Tensor:
+    """`[bs]` draft prefixes -> `[bs*topk]`: where every branch's first draft forward runs
+    (contract section 3), in that forward's row order b*topk + k."""
+    return prefix_lens[:, None].expand(prefix_lens.shape[0], topk).reshape(-1)
+
+
+def draft_step_positions(branch_pos: torch.Tensor, num_steps: int) -> torch.Tensor:
+    """`[bs*topk]` branch positions -> `[num_steps-1, bs*topk]`: row i is where draft forward
+    i runs, the branch position + i (contract section 3), padded lanes (branch position 0)
+    at i (section 8). A new tensor: no positions buffer is advanced, none restored."""
+    # The historical bug (SGLang #25015) ran forward i at the positions of forward i + 1.
+    first = 1 if faults.on("draft_positions_early_increment") else 0
+    steps = torch.arange(first, first + num_steps - 1, device=branch_pos.device)
+    return branch_pos[None, :] + steps[:, None]
 
 
 def per_step_draft_out_cache_loc(out_cache_loc: torch.Tensor, batch_size: int, topk: int,

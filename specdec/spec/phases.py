@@ -4,71 +4,110 @@ The same `forward` runs eagerly (md=None: metadata initialised per forward on th
 runs) and inside graph capture (md: static metadata refilled at every replay by the
 backend's replay entry point). Nothing here syncs with the host. Write slots that follow from
 req_to_token are derived in `prepare` (inside the capture), not handed in as inputs.
+
+Each phase's inputs, what its `prepare` derives and its outputs are frozen dataclasses; the
+live inputs a caller hands the runner and the padded ones the phase runs on have the same
+type (specdec/graphs/runner.py pads the fields the phase's `inputs` names).
 """
 from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
 
 import torch
 
 from specdec import faults
 from specdec.attention.forward_batch import ForwardBatch, ForwardMode
 from specdec.graphs.runner import SEQ_LEN_FILL, InputSpec
+from specdec.spec.context import Hooks, ModelKV, Paging
 from specdec.spec.select import fast_topk
 
 
-def _run(model, backend, fb, md, recorder, logit_rows=None, num_padded: int = 0,
-         eager_md=None):
+def _run(kv: ModelKV, fb, md, recorder, logit_rows=None, num_padded: int = 0, eager_md=None):
     fb.num_padded = num_padded
     if md is None and eager_md is not None:
         fb.attn_metadata = eager_md  # only the verify_metadata_before_padding fault
     elif md is None:
-        backend.init_forward_metadata(fb)
+        kv.backend.init_forward_metadata(fb)
     else:
         fb.attn_metadata = md
-    logits, hidden = model(fb, backend, logit_rows)
+    logits, hidden = kv.model(fb, kv.backend, logit_rows)
     if md is None and recorder is not None:
         recorder.on_forward(fb, logits, hidden, graph=False)
     return logits, hidden
 
 
-def extend_slots(engine, req_pool_indices, start, width: int) -> torch.Tensor:
+def extend_slots(kernels, req_to_token, req_pool_indices, start, width: int) -> torch.Tensor:
     """Slots of positions start .. start+width-1 of each request, request-major: where a
     forward of `width` rows per request writes its KV. Padded requests (reserved row 0) get
     reserved slot 0."""
-    loc = torch.empty(req_pool_indices.shape[0] * width, dtype=torch.int64, device=engine.device)
-    engine.kernels.assign_extend_cache_locs(req_pool_indices, engine.req_to_token, start,
-                                            start + width, loc)
+    loc = torch.empty(req_pool_indices.shape[0] * width, dtype=torch.int64,
+                      device=req_to_token.device)
+    kernels.assign_extend_cache_locs(req_pool_indices, req_to_token, start, start + width, loc)
     return loc
 
 
+@dataclass(frozen=True)
+class WriteSlots:
+    """What a target forward's `prepare` derives: the slot each input row writes its KV to."""
+
+    out_cache_loc: torch.Tensor  # int64, one per input row
+
+
 class Phase:
+    """A phase the runner (specdec/graphs/runner.py) runs eagerly or replays from a graph.
+
+    In the runner's order: `inputs` names the fields of `input_type` that the runner pads
+    (their InputSpec); `extra_static` (before a capture) and `load_extra` (before every run)
+    give the other fields of the padded inputs; `prepare` derives on the device what follows
+    from them (captured with the forward); `forward` returns the phase's outputs;
+    `slice_outputs` cuts them back to the live batch as fresh tensors."""
+
     inputs: dict[str, InputSpec] = {}
+    input_type: type
     recorded_hidden = "hidden"  # which output the trace records as the forward's hidden states
 
-    def __init__(self, engine) -> None:
-        self.e = engine
+    def __init__(self, kv: ModelKV, paging: Paging, kernels, hooks: Hooks) -> None:
+        self.kv, self.paging, self.kernels, self.hooks = kv, paging, kernels, hooks
+        self.device = paging.device
 
-    def extra_static(self, size, static):
+    def extra_static(self, size, static) -> dict:
         return {}
 
-    def load_extra(self, live, bs, size, static_views):
+    def load_extra(self, live, bs, size, static) -> dict:
         return {}
 
-    def prepare(self, views, size) -> dict:
+    def prepare(self, x, size):
         """Inputs derived on the device from the padded inputs (captured with the forward)."""
-        return {}
+        return None
 
-    def capture_metadata(self, views, size):
-        return self.e_backend.init_forward_metadata_capture_cuda_graph(self.batch(views, size))
+    def capture_metadata(self, x, prep, size):
+        return self.kv.backend.init_forward_metadata_capture_cuda_graph(self.batch(x, prep, size))
 
-    def replay_metadata(self, views, size, md) -> None:
-        self.e_backend.init_forward_metadata_replay_cuda_graph(self.batch(views, size), md)
+    def replay_metadata(self, x, prep, size, md) -> None:
+        self.kv.backend.init_forward_metadata_replay_cuda_graph(self.batch(x, prep, size), md)
 
-    def after_replay(self, views, size, bs, md, outs) -> None:
-        if self.e.recorder is not None:
-            fb = self.batch(views, size)
+    def after_replay(self, x, prep, size, bs, md, out) -> None:
+        recorder = self.hooks.recorder
+        if recorder is not None:
+            fb = self.batch(x, prep, size)
             fb.attn_metadata, fb.num_padded = md, size - bs
-            hidden = outs[self.recorded_hidden] if self.recorded_hidden else None
-            self.e.recorder.on_forward(fb, outs["logits"], hidden, graph=True)
+            hidden = getattr(out, self.recorded_hidden) if self.recorded_hidden else None
+            recorder.on_forward(fb, out.logits, hidden, graph=True)
+
+
+# -- plain decode (the spec=None baseline) ---------------------------------------------------
+@dataclass(frozen=True)
+class DecodeInputs:
+    input_ids: torch.Tensor         # [bs] each request's pending token
+    positions: torch.Tensor         # [bs] its position: the committed length
+    req_pool_indices: torch.Tensor  # [bs] request rows (padding: reserved row 0)
+    seq_lens: torch.Tensor          # [bs] committed target length
+
+
+@dataclass(frozen=True)
+class DecodeOutputs:
+    logits: torch.Tensor  # [bs, V]
 
 
 class DecodePhase(Phase):
@@ -76,100 +115,158 @@ class DecodePhase(Phase):
 
     inputs = {"input_ids": InputSpec(1), "positions": InputSpec(1),
               "req_pool_indices": InputSpec(1), "seq_lens": InputSpec(1, pad=SEQ_LEN_FILL)}
+    input_type = DecodeInputs
+    recorded_hidden = None  # the decode step keeps no hidden states
 
-    @property
-    def e_backend(self):
-        return self.e.target_backend
+    def prepare(self, x: DecodeInputs, size) -> WriteSlots:
+        return WriteSlots(extend_slots(self.kernels, self.paging.req_to_token,
+                                       x.req_pool_indices, x.seq_lens, 1))
 
-    def prepare(self, v, size):
-        return {"out_cache_loc": extend_slots(self.e, v["req_pool_indices"], v["seq_lens"], 1)}
+    def batch(self, x: DecodeInputs, prep: WriteSlots, size) -> ForwardBatch:
+        return ForwardBatch(ForwardMode.DECODE, x.input_ids, x.positions, prep.out_cache_loc,
+                            x.req_pool_indices, x.seq_lens, x.seq_lens,
+                            extend_lens=torch.ones_like(x.seq_lens))
 
-    def batch(self, v, size):
-        return ForwardBatch(ForwardMode.DECODE, v["input_ids"], v["positions"], v["out_cache_loc"],
-                            v["req_pool_indices"], v["seq_lens"], v["seq_lens"],
-                            extend_lens=torch.ones_like(v["seq_lens"]))
-
-    def forward(self, v, size, md, bs=None):
-        logits, _ = _run(self.e.target, self.e_backend, self.batch(v, size), md, self.e.recorder,
+    def forward(self, x: DecodeInputs, prep: WriteSlots, size, md, bs=None) -> DecodeOutputs:
+        logits, _ = _run(self.kv, self.batch(x, prep, size), md, self.hooks.recorder,
                          num_padded=size - (bs or size))
-        return {"logits": logits}
+        return DecodeOutputs(logits)
 
-    def slice_outputs(self, outs, bs):
-        return {"logits": outs["logits"][:bs].clone()}
+    def slice_outputs(self, out: DecodeOutputs, bs) -> DecodeOutputs:
+        return DecodeOutputs(out.logits[:bs].clone())
+
+
+# -- target verify ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class VerifyInputs:
+    input_ids: torch.Tensor           # [bs*ndt] the tree's tokens, the bonus first
+    positions: torch.Tensor           # [bs*ndt] seq_len + depth
+    req_pool_indices: torch.Tensor    # [bs]
+    seq_lens: torch.Tensor            # [bs] committed target length
+    custom_mask: torch.Tensor | None  # FULL_MASK; None: the captured round builds it itself
+    seq_lens_sum: int                 # host sum of the live seq_lens (an upper bound, section 10)
+    padded_seq_lens_sum: int = 0      # the same over the padded batch (load_extra): what
+    #                                   metadata sees, and where the mask it reads ends
+    req_page_table: torch.Tensor | None = None  # the captured round's, shared by its forwards
+
+
+@dataclass(frozen=True)
+class VerifyOutputs:
+    logits: torch.Tensor  # [bs*ndt, V]
+    hidden: torch.Tensor  # [bs*ndt, H]
 
 
 class VerifyPhase(Phase):
     """Target verify: ndt tree rows per request over prefix + tree mask."""
 
-    def __init__(self, engine) -> None:
-        super().__init__(engine)
-        ndt = engine.spec.ndt
+    input_type = VerifyInputs
+
+    def __init__(self, target: ModelKV, paging: Paging, kernels, hooks: Hooks, ndt: int,
+                 max_context: int) -> None:
+        super().__init__(target, paging, kernels, hooks)
+        self.ndt, self.max_context = ndt, max_context
         self.inputs = {"input_ids": InputSpec(ndt), "positions": InputSpec(ndt),
                        "req_pool_indices": InputSpec(1), "seq_lens": InputSpec(1, pad=SEQ_LEN_FILL)}
-        self.seq_lens_sum = 0
 
-    @property
-    def e_backend(self):
-        return self.e.target_backend
-
-    def prepare(self, v, size):
+    def prepare(self, x: VerifyInputs, size) -> WriteSlots:
         """Verify writes node t of request b at req_to_token[b, seq_len + t]."""
-        return {"out_cache_loc": extend_slots(self.e, v["req_pool_indices"], v["seq_lens"],
-                                              self.e.spec.ndt)}
+        return WriteSlots(extend_slots(self.kernels, self.paging.req_to_token,
+                                       x.req_pool_indices, x.seq_lens, self.ndt))
 
     def extra_static(self, size, static):
-        self.seq_lens_sum = size * SEQ_LEN_FILL  # capture runs on padding only
-        ndt = self.e.spec.ndt
+        padded_sum = size * SEQ_LEN_FILL  # capture runs on padding only
+        ndt = self.ndt
         if "custom_mask" not in static:
             # FULL_MASK at full context. Each replay writes exactly the part its forward reads
             # (load_extra); the rest stays False, so a short write cannot pass unnoticed.
-            n = size * ndt * (self.e.max_context + ndt)
-            static["custom_mask"] = torch.zeros(n, dtype=torch.bool, device=self.e.device)
-        static["custom_mask"][:ndt * self.seq_lens_sum + size * ndt * ndt].fill_(True)
-        return {"custom_mask": static["custom_mask"]}
+            n = size * ndt * (self.max_context + ndt)
+            static["custom_mask"] = torch.zeros(n, dtype=torch.bool, device=self.device)
+        static["custom_mask"][:ndt * padded_sum + size * ndt * ndt].fill_(True)
+        return {"custom_mask": static["custom_mask"], "seq_lens_sum": 0,
+                "padded_seq_lens_sum": padded_sum}
 
-    def load_extra(self, live, bs, size, static_views):
+    def load_extra(self, live, bs, size, static):
         """The tree mask's part this forward reads: the live mask, then True. Without a live
         mask (the captured greedy round builds the tree in its graph): True throughout, the
-        prefix columns the tree kernel leaves alone."""
-        mask, ndt = live.get("custom_mask"), self.e.spec.ndt
+        prefix columns the tree kernel leaves alone. `live` and `static` (the captured
+        inputs, None when eager) are any inputs with `custom_mask` and `seq_lens_sum`."""
+        mask, ndt = live.custom_mask, self.ndt
         # Padded requests have seq_len SEQ_LEN_FILL: their FULL_MASK blocks follow, all True.
         # The padded seq_lens_sum says where the mask that this forward reads ends.
-        self.seq_lens_sum = live["seq_lens_sum"] + (size - bs) * SEQ_LEN_FILL
-        if faults.on("graph_seq_lens_sum_unpadded") and static_views is not None:
-            self.seq_lens_sum = live["seq_lens_sum"]  # the historical bug: the raw sum
-        end = ndt * self.seq_lens_sum + size * ndt * ndt
+        padded_sum = live.seq_lens_sum + (size - bs) * SEQ_LEN_FILL
+        if faults.on("graph_seq_lens_sum_unpadded") and static is not None:
+            padded_sum = live.seq_lens_sum  # the historical bug: the raw sum
+        end = ndt * padded_sum + size * ndt * ndt
         n = 0 if mask is None else mask.numel()
-        if static_views is None:
-            pad = torch.ones(end - n, dtype=torch.bool, device=self.e.device)
-            return {"custom_mask": pad if mask is None else torch.cat([mask, pad])}
-        dst = static_views["custom_mask"]  # sized for full context: fill only what is read
+        if static is None:
+            pad = torch.ones(end - n, dtype=torch.bool, device=self.device)
+            return {"custom_mask": pad if mask is None else torch.cat([mask, pad]),
+                    "padded_seq_lens_sum": padded_sum}
+        dst = static.custom_mask  # sized for full context: fill only what is read
         if mask is not None:
             dst[:n].copy_(mask)
         dst[n:end].fill_(True)
-        return {"custom_mask": dst}
+        return {"custom_mask": dst, "padded_seq_lens_sum": padded_sum}
 
-    def batch(self, v, size):
-        return ForwardBatch(ForwardMode.TARGET_VERIFY, v["input_ids"], v["positions"],
-                            v["out_cache_loc"], v["req_pool_indices"], v["seq_lens"], v["seq_lens"],
-                            seq_lens_sum=self.seq_lens_sum, num_draft_tokens=self.e.spec.ndt,
-                            custom_mask=v["custom_mask"], req_page_table=v.get("req_page_table"))
+    def batch(self, x: VerifyInputs, prep: WriteSlots, size) -> ForwardBatch:
+        return ForwardBatch(ForwardMode.TARGET_VERIFY, x.input_ids, x.positions,
+                            prep.out_cache_loc, x.req_pool_indices, x.seq_lens, x.seq_lens,
+                            seq_lens_sum=x.padded_seq_lens_sum, num_draft_tokens=self.ndt,
+                            custom_mask=x.custom_mask, req_page_table=x.req_page_table)
 
-    def forward(self, v, size, md, bs=None):
-        fb, early = self.batch(v, size), None
+    def forward(self, x: VerifyInputs, prep: WriteSlots, size, md, bs=None) -> VerifyOutputs:
+        fb, early = self.batch(x, prep, size), None
         if md is None and bs is not None and bs < size and faults.on("verify_metadata_before_padding"):
             # the historical bug: eager metadata initialised on the batch before it was padded
-            early = self.batch({k: x if k == "custom_mask" else x[:x.shape[0] // size * bs]
-                                for k, x in v.items()}, bs)
-            self.e_backend.init_forward_metadata(early)
+            early = self.batch(*_live_rows(x, prep, size, bs), bs)
+            self.kv.backend.init_forward_metadata(early)
             early = early.attn_metadata
-        logits, hidden = _run(self.e.target, self.e_backend, fb, md, self.e.recorder,
+        logits, hidden = _run(self.kv, fb, md, self.hooks.recorder,
                               num_padded=size - (bs or size), eager_md=early)
-        return {"logits": logits, "hidden": hidden}
+        return VerifyOutputs(logits, hidden)
 
-    def slice_outputs(self, outs, bs):
-        n = bs * self.e.spec.ndt
-        return {"logits": outs["logits"][:n].clone(), "hidden": outs["hidden"][:n].clone()}
+    def slice_outputs(self, out: VerifyOutputs, bs) -> VerifyOutputs:
+        n = bs * self.ndt
+        return VerifyOutputs(out.logits[:n].clone(), out.hidden[:n].clone())
+
+
+def _live_rows(x: VerifyInputs, prep: WriteSlots, size: int, bs: int):
+    """The padded verify inputs cut back to the first bs requests (the mask kept whole)."""
+    def cut(t):
+        return t[:t.shape[0] // size * bs]
+    return (dataclasses.replace(x, input_ids=cut(x.input_ids), positions=cut(x.positions),
+                                req_pool_indices=cut(x.req_pool_indices),
+                                seq_lens=cut(x.seq_lens)),
+            WriteSlots(cut(prep.out_cache_loc)))
+
+
+# -- draft extend after decode ---------------------------------------------------------------
+@dataclass(frozen=True)
+class DraftExtendInputs:
+    input_ids: torch.Tensor         # [bs*ndt] the compacted accepted path first
+    hidden: torch.Tensor            # [bs*ndt, H] the target's hidden states of those rows
+    req_pool_indices: torch.Tensor  # [bs]
+    seq_lens: torch.Tensor          # [bs] committed target length after the round
+    kv_prefix_lens: torch.Tensor    # [bs] the draft prefix before the round
+    accept_lens: torch.Tensor       # [bs] accepted drafts + 1 (padding: 0)
+    req_page_table: torch.Tensor | None = None  # the captured round's, shared by its forwards
+
+
+@dataclass(frozen=True)
+class DraftExtendPrepared:
+    positions: torch.Tensor      # [bs*ndt] prefix + j (0 on padded requests, section 8)
+    out_cache_loc: torch.Tensor  # [bs*ndt] rows past accept_lens (and padded ones): slot 0
+
+
+@dataclass(frozen=True)
+class DraftExtendOutputs:
+    """Row accept_lens - 1 of each request: the next round's step-0 candidates and hidden
+    state (already stored in the draft state pool by the forward)."""
+
+    logits: torch.Tensor      # [bs, V]
+    topk_p: torch.Tensor      # [bs, topk]
+    topk_index: torch.Tensor  # [bs, topk]
+    hidden: torch.Tensor      # [bs, H]
 
 
 class DraftExtendPhase(Phase):
@@ -178,53 +275,55 @@ class DraftExtendPhase(Phase):
     hidden state, which the forward stores in the draft state pool (by request row)."""
 
     recorded_hidden = None  # the graph keeps only the selected rows' hidden states
+    input_type = DraftExtendInputs
 
-    def __init__(self, engine) -> None:
-        super().__init__(engine)
+    def __init__(self, draft: ModelKV, paging: Paging, kernels, hooks: Hooks, state, spec,
+                 target_hidden_size: int, dtype: torch.dtype) -> None:
+        super().__init__(draft, paging, kernels, hooks)
+        self.state = state  # the draft state pool (specdec/memory/req_pool.py)
+        self.ndt, self.topk, self.num_steps = spec.ndt, spec.topk, spec.num_steps
         # "hidden" is the target's verify output (the EAGLE input); a standalone draft's own
         # hidden size may differ from it. accept_lens pads to 0: a real request accepts >= 1.
-        ndt, h = engine.spec.ndt, engine.cfg.hidden_size
-        self.inputs = {"input_ids": InputSpec(ndt), "hidden": InputSpec(ndt, (h,), engine.dtype),
+        ndt, h = spec.ndt, target_hidden_size
+        self.inputs = {"input_ids": InputSpec(ndt), "hidden": InputSpec(ndt, (h,), dtype),
                        "req_pool_indices": InputSpec(1), "seq_lens": InputSpec(1, pad=SEQ_LEN_FILL),
                        "kv_prefix_lens": InputSpec(1, pad=SEQ_LEN_FILL),
                        "accept_lens": InputSpec(1, pad=0)}
 
-    @property
-    def e_backend(self):
-        return self.e.draft_backend
-
-    def prepare(self, v, size):
+    def prepare(self, x: DraftExtendInputs, size) -> DraftExtendPrepared:
         """Positions prefix + j (0 on padded requests, section 8); rows past accept_lens (and
         padded ones) write reserved slot 0."""
-        ndt, rows = self.e.spec.ndt, v["req_pool_indices"]
-        j = torch.arange(ndt, device=self.e.device)[None, :]
+        ndt, rows = self.ndt, x.req_pool_indices
+        j = torch.arange(ndt, device=self.device)[None, :]
         real = (rows > 0)[:, None]  # row 0 is the reserved request row of padding
-        pos = torch.where(real, v["kv_prefix_lens"][:, None] + j, 0)
-        slots = extend_slots(self.e, rows, v["kv_prefix_lens"], ndt).view(size, ndt)
-        loc = torch.where(j < v["accept_lens"][:, None], slots, 0)
+        pos = torch.where(real, x.kv_prefix_lens[:, None] + j, 0)
+        slots = extend_slots(self.kernels, self.paging.req_to_token, rows, x.kv_prefix_lens,
+                             ndt).view(size, ndt)
+        loc = torch.where(j < x.accept_lens[:, None], slots, 0)
         if faults.on("stale_draft_kv_after_accept"):
             loc = torch.zeros_like(loc)  # the historical bug: accepted tokens' draft KV not rewritten
-        return {"positions": pos.reshape(-1), "out_cache_loc": loc.reshape(-1)}
+        return DraftExtendPrepared(pos.reshape(-1), loc.reshape(-1))
 
-    def batch(self, v, size):
-        return ForwardBatch(ForwardMode.DRAFT_EXTEND, v["input_ids"], v["positions"],
-                            v["out_cache_loc"], v["req_pool_indices"], v["seq_lens"],
-                            v["kv_prefix_lens"], extend_lens=torch.full_like(v["seq_lens"], self.e.spec.ndt),
-                            hidden_states=v["hidden"], req_page_table=v.get("req_page_table"))
+    def batch(self, x: DraftExtendInputs, prep: DraftExtendPrepared, size) -> ForwardBatch:
+        return ForwardBatch(ForwardMode.DRAFT_EXTEND, x.input_ids, prep.positions,
+                            prep.out_cache_loc, x.req_pool_indices, x.seq_lens,
+                            x.kv_prefix_lens, extend_lens=torch.full_like(x.seq_lens, self.ndt),
+                            hidden_states=x.hidden, req_page_table=x.req_page_table)
 
-    def forward(self, v, size, md, bs=None):
-        width = self.e.spec.ndt
+    def forward(self, x: DraftExtendInputs, prep: DraftExtendPrepared, size, md,
+                bs=None) -> DraftExtendOutputs:
+        width = self.ndt
         if md is not None and faults.on("draft_extend_width_steps_plus_one"):
-            width = self.e.spec.num_steps + 1  # the historical bug: the graph's row stride
-        last = (v["accept_lens"] - 1).clamp(min=0)  # padded requests: their row 0
-        rows = torch.arange(size, device=self.e.device) * width + last
-        logits, hidden = _run(self.e.drafter, self.e_backend, self.batch(v, size), md,
-                              self.e.recorder, rows, size - (bs or size))
-        topk_p, topk_index = fast_topk(torch.softmax(logits, dim=-1), self.e.spec.topk)
-        outs = {"logits": logits, "topk_p": topk_p, "topk_index": topk_index, "hidden": hidden[rows]}
+            width = self.num_steps + 1  # the historical bug: the graph's row stride
+        last = (x.accept_lens - 1).clamp(min=0)  # padded requests: their row 0
+        rows = torch.arange(size, device=self.device) * width + last
+        logits, hidden = _run(self.kv, self.batch(x, prep, size), md, self.hooks.recorder, rows,
+                              size - (bs or size))
+        topk_p, topk_index = fast_topk(torch.softmax(logits, dim=-1), self.topk)
+        out = DraftExtendOutputs(logits, topk_p, topk_index, hidden[rows])
         # Padded requests store into reserved row 0, which draft decode never reads.
-        self.e.draft_state.store(v["req_pool_indices"], outs["hidden"], topk_p, topk_index, logits)
-        return outs
+        self.state.store(x.req_pool_indices, out.hidden, topk_p, topk_index, logits)
+        return out
 
-    def slice_outputs(self, outs, bs):
-        return {}  # the forward stored what the next round needs
+    def slice_outputs(self, out: DraftExtendOutputs, bs) -> None:
+        return None  # the forward stored what the next round needs

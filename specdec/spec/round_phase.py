@@ -18,119 +18,182 @@ refreshed at replay, since the verify and extend batches exist only inside the g
 """
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+
 import torch
 
 from kernels.tree import tree_column_offsets
 from specdec.attention.metadata import request_page_table
 from specdec.graphs.runner import SEQ_LEN_FILL, InputSpec
 from specdec.graphs.standin import kernel_node
-from specdec.spec.draft import DraftTree
-from specdec.spec.phases import Phase
+from specdec.spec.draft_decode_phase import (DraftDecodeInputs, DraftDecodeOutputs,
+                                             DraftDecodePhase, DraftDecodePrepared, DraftTree)
+from specdec.spec.phases import (DraftExtendInputs, DraftExtendOutputs, DraftExtendPhase,
+                                 DraftExtendPrepared, Phase, VerifyInputs, VerifyOutputs,
+                                 VerifyPhase, WriteSlots)
+from specdec.spec.verify import BuiltTree, Verifier, VerifyResult
+
+
+@dataclass(frozen=True)
+class GreedyRoundInputs:
+    """The draft decode's inputs (the round's rows, lengths, prefixes, branch positions) and
+    the pending bonus token: everything else derives on the device."""
+
+    req_pool_indices: torch.Tensor  # [bs] request rows (padding: reserved row 0)
+    seq_lens: torch.Tensor          # [bs] committed target length
+    kv_prefix_lens: torch.Tensor    # [bs] the draft prefix
+    positions: torch.Tensor         # [bs*topk] each branch's first position
+    pending: torch.Tensor           # [bs] the bonus token: the tree's root
+    seq_lens_sum: int               # host sum of the live seq_lens (an upper bound)
+    custom_mask: torch.Tensor | None = None  # the verify's static tree mask (load_extra)
+    padded_seq_lens_sum: int = 0    # seq_lens_sum over the padded batch (load_extra)
+
+    def draft_inputs(self, req_page_table: torch.Tensor | None = None) -> DraftDecodeInputs:
+        return DraftDecodeInputs(self.req_pool_indices, self.seq_lens, self.kv_prefix_lens,
+                                 self.positions, req_page_table=req_page_table)
+
+
+@dataclass(frozen=True)
+class RoundMetadata:
+    """The captured round's metadata: the request page table that every forward of the round
+    reads, and the draft's per-forward metadata (the only metadata replay refreshes)."""
+
+    req_page_table: torch.Tensor
+    draft: list
+
+
+@dataclass(frozen=True)
+class GreedyRoundOutputs:
+    """Every phase's inputs and outputs inside the round (the trace re-reads them after a
+    replay), and what the round commits."""
+
+    draft: DraftDecodeOutputs
+    tree: BuiltTree
+    verify_inputs: VerifyInputs
+    verify_slots: WriteSlots
+    verify_metadata: object | None   # captured only
+    verify: VerifyOutputs
+    accepted: VerifyResult
+    extend_inputs: DraftExtendInputs
+    extend_prepared: DraftExtendPrepared
+    extend_metadata: object | None   # captured only
+    extend: DraftExtendOutputs
+    seq_lens: torch.Tensor           # [bs] committed length after the round
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """A round's results for the live batch: views of the graph's outputs, which the round
+    copies before the next replay."""
+
+    accept_lens: torch.Tensor  # [bs] accepted drafts + 1
+    accepted: torch.Tensor     # [bs*(num_steps+1)] the accepted tokens, stride num_steps + 1
+    seq_lens: torch.Tensor     # [bs] committed length (what RowState.commit writes)
+    pending: torch.Tensor      # [bs] the next round's bonus token
 
 
 class GreedyRoundPhase(Phase):
-    def __init__(self, engine, draft, verify, extend, verifier) -> None:
-        super().__init__(engine)
+    input_type = GreedyRoundInputs
+
+    def __init__(self, draft: DraftDecodePhase, verify: VerifyPhase, extend: DraftExtendPhase,
+                 verifier: Verifier) -> None:
+        # Its own metadata is the draft's; the rest comes from the phases it composes.
+        super().__init__(draft.kv, draft.paging, draft.kernels, draft.hooks)
         self.draft, self.verify, self.extend, self.verifier = draft, verify, extend, verifier
-        # The draft decode's inputs (the round's rows, lengths, prefixes, branch positions)
-        # and the pending bonus token: everything else derives on the device.
         self.inputs = {**draft.inputs, "pending": InputSpec(1)}
 
-    @property
-    def e_backend(self):
-        return self.e.draft_backend
-
     def extra_static(self, size, static):
-        return self.verify.extra_static(size, static)  # the full-context tree mask
+        # the full-context tree mask (and the draft's, which has none but under a fault)
+        return {**self.draft.extra_static(size, static), **self.verify.extra_static(size, static)}
 
-    def load_extra(self, live, bs, size, static_views):
-        self.live_sum = live["seq_lens_sum"]  # the trace's mask length (after_replay)
-        return self.verify.load_extra(live, bs, size, static_views)  # True where it is read
+    def load_extra(self, live, bs, size, static):
+        return self.verify.load_extra(live, bs, size, static)  # True where it is read
 
-    def prepare(self, v, size):
-        return self.draft.prepare(v, size)
+    def prepare(self, x: GreedyRoundInputs, size) -> DraftDecodePrepared:
+        return self.draft.prepare(x.draft_inputs(), size)
 
-    def capture_metadata(self, v, size):
+    def capture_metadata(self, x: GreedyRoundInputs, prep, size) -> RoundMetadata:
         # The round's rows and their pages do not change within it: every forward's metadata
         # (the draft steps', the verify's, the extend's) reads one request page table.
-        v["req_page_table"] = request_page_table(self.e.req_to_token, v["req_pool_indices"],
-                                                 self.e.page_size)
-        return {"draft": self.draft.capture_metadata(v, size)}  # verify's, extend's: forward
+        table = request_page_table(self.paging.req_to_token, x.req_pool_indices,
+                                   self.paging.page_size)
+        return RoundMetadata(table, self.draft.capture_metadata(x.draft_inputs(table), prep,
+                                                                size))
 
-    def replay_metadata(self, v, size, md) -> None:
-        self.draft.replay_metadata(v, size, md["draft"])
+    def replay_metadata(self, x: GreedyRoundInputs, prep, size, md: RoundMetadata) -> None:
+        self.draft.replay_metadata(x.draft_inputs(md.req_page_table), prep, size, md.draft)
 
-    def forward(self, v, size, md, bs=None):
-        spec, dev = self.e.spec, self.e.device
-        ndt, steps = spec.ndt, spec.num_steps
-        rows, seq = v["req_pool_indices"], v["seq_lens"]
+    def forward(self, x: GreedyRoundInputs, prep: DraftDecodePrepared, size, md,
+                bs=None) -> GreedyRoundOutputs:
+        ndt, steps, topk, dev = self.verify.ndt, self.draft.steps, self.draft.topk, self.device
+        rows, seq = x.req_pool_indices, x.seq_lens
         real = rows > 0  # row 0: the reserved row of padded lanes
-        draft = self.draft.forward(v, size, None if md is None else md["draft"], bs)
+        # Captured: every forward reads the round's request page table (capture_metadata).
+        table = None if md is None else md.req_page_table
+        draft = self.draft.forward(x.draft_inputs(table), prep, size,
+                                   None if md is None else md.draft, bs)
 
         # The tree, into the verify's static mask (True where read: load_extra). Padded
         # lanes keep all-True blocks, as the separate verify pads them.
-        mask = v["custom_mask"]
+        mask = x.custom_mask
         positions = torch.empty(size * ndt, dtype=torch.int64, device=dev)
         links = [torch.empty(size, ndt, dtype=torch.int64, device=dev) for _ in range(3)]
-        kernel_node(self.e.kernels.build_tree_in_place, mask, positions, *links,
-                    draft["parent_list"], draft["top_scores_index"], seq, spec.topk, steps, ndt)
+        kernel_node(self.kernels.build_tree_in_place, mask, positions, *links,
+                    draft.parent_list, draft.top_scores_index, seq, topk, steps, ndt)
         if size > 1:  # a bucket of one lane has no padded lane (a round runs bs >= 1)
             cols = tree_column_offsets(seq, ndt).reshape(size, -1)
             mask[cols] = mask[cols] | ~real[:, None]
         lane = real[:, None].expand(size, ndt).reshape(-1)
-        tokens = torch.cat([v["pending"][:, None], draft["draft_tokens"]], 1).reshape(-1)
-        built = (mask, positions, *links, tokens)
-        # Captured: every forward reads the round's request page table (capture_metadata).
-        shared = {"req_page_table": v["req_page_table"]} if "req_page_table" in v else {}
-        vv = {"input_ids": torch.where(lane, tokens, 0), "positions": torch.where(lane, positions, 0),
-              "req_pool_indices": rows, "seq_lens": seq, "custom_mask": mask, **shared}
-        vv.update(self.verify.prepare(vv, size))
-        vmd = None  # eager: each forward builds its own metadata
-        if md is not None:  # capture: this batch's metadata, kept for after_replay
-            vmd = md["verify"] = self.verify.capture_metadata(vv, size)
-        verified = self.verify.forward(vv, size, vmd, bs)
-        res = self.verifier.accept(rows, seq, built, verified["logits"], verified["hidden"])
+        tokens = torch.cat([x.pending[:, None], draft.draft_tokens], 1).reshape(-1)
+        tree = BuiltTree(mask, positions, *links, tokens)
+        vx = VerifyInputs(torch.where(lane, tokens, 0), torch.where(lane, positions, 0), rows,
+                          seq, mask, x.seq_lens_sum, x.padded_seq_lens_sum, table)
+        vprep = self.verify.prepare(vx, size)
+        vmd = None if md is None else self.verify.capture_metadata(vx, vprep, size)
+        verified = self.verify.forward(vx, vprep, size, vmd, bs)
+        res = self.verifier.accept(rows, seq, tree, verified.logits, verified.hidden)
         new_seq = seq + res.accept_lens
 
-        # Draft extend over the accepted path; padded lanes as its own runner pads them.
-        xv = {"input_ids": torch.where(lane, res.predict, 0),
-              "hidden": torch.where(lane[:, None], res.hidden, 0),
-              "req_pool_indices": rows,
-              "seq_lens": torch.where(real, new_seq, SEQ_LEN_FILL),
-              "kv_prefix_lens": v["kv_prefix_lens"],  # padded lanes: SEQ_LEN_FILL already
-              "accept_lens": torch.where(real, res.accept_lens, 0), **shared}
-        xv.update(self.extend.prepare(xv, size))
-        xmd = None
-        if md is not None:
-            xmd = md["extend"] = self.extend.capture_metadata(xv, size)
-        extended = self.extend.forward(xv, size, xmd, bs)
-        return {"draft": draft, "built": built, "verify_views": vv, "verify": verified,
-                "extend_views": xv, "extend": extended, "accept_lens": res.accept_lens,
-                "accepted": res.accepted_tokens, "accept_index": res.accept_index,
-                # what the round commits to the device row state (rounds.py: RowState.commit)
-                "seq_lens": new_seq, "pending": res.pending}
+        # Draft extend over the accepted path; padded lanes as its own runner pads them
+        # (kv_prefix_lens: SEQ_LEN_FILL already).
+        xx = DraftExtendInputs(torch.where(lane, res.predict, 0),
+                               torch.where(lane[:, None], res.hidden, 0), rows,
+                               torch.where(real, new_seq, SEQ_LEN_FILL), x.kv_prefix_lens,
+                               torch.where(real, res.accept_lens, 0), table)
+        xprep = self.extend.prepare(xx, size)
+        xmd = None if md is None else self.extend.capture_metadata(xx, xprep, size)
+        extended = self.extend.forward(xx, xprep, size, xmd, bs)
+        return GreedyRoundOutputs(draft, tree, vx, vprep, vmd, verified, res, xx, xprep, xmd,
+                                  extended, new_seq)
 
-    def after_replay(self, v, size, bs, md, outs) -> None:
+    def after_replay(self, x: GreedyRoundInputs, prep, size, bs, md: RoundMetadata,
+                     out: GreedyRoundOutputs) -> None:
         """The trace the separate phases leave, in their order (specdec/trace.py)."""
-        rec = self.e.recorder
+        rec = self.hooks.recorder
         if rec is None:
             return
-        ndt, width = self.e.spec.ndt, self.e.spec.num_steps + 1
-        d = outs["draft"]
-        self.draft.after_replay(v, size, bs, md["draft"], d)
+        ndt, width = self.verify.ndt, self.draft.steps + 1
+        d = out.draft
+        self.draft.after_replay(x.draft_inputs(md.req_page_table), prep, size, bs, md.draft, d)
         n = bs * self.draft.topk * self.draft.steps
-        rec.on_draft(DraftTree(d["parent_list"][:bs], d["top_scores_index"][:bs],
-                               d["draft_tokens"][:bs], d["out_cache_loc"][:n]))
-        self.verify.after_replay(outs["verify_views"], size, bs, md["verify"], outs["verify"])
-        mask, positions, r_index, r_next, r_sib, tokens = outs["built"]
-        used = ndt * self.live_sum + bs * ndt * ndt  # what build_tree would have allocated
-        built = (mask[:used], positions[:bs * ndt], r_index[:bs], r_next[:bs], r_sib[:bs],
-                 tokens[:bs * ndt])
-        rec.on_verify(built, outs["verify"]["logits"][:bs * ndt], outs["accept_index"][:bs],
-                      outs["accept_lens"][:bs], outs["accepted"][:bs * width])
-        self.extend.after_replay(outs["extend_views"], size, bs, md["extend"], outs["extend"])
+        rec.on_draft(DraftTree(d.parent_list[:bs], d.top_scores_index[:bs],
+                               d.draft_tokens[:bs], d.out_cache_loc[:n]))
+        # The verify's metadata sees this replay's padded sum (load_extra), not the capture's.
+        vx = dataclasses.replace(out.verify_inputs, padded_seq_lens_sum=x.padded_seq_lens_sum)
+        self.verify.after_replay(vx, out.verify_slots, size, bs, out.verify_metadata, out.verify)
+        t, acc = out.tree, out.accepted
+        used = ndt * x.seq_lens_sum + bs * ndt * ndt  # what build_tree would have allocated
+        built = (t.tree_mask[:used], t.positions[:bs * ndt], t.retrieve_index[:bs],
+                 t.retrieve_next_token[:bs], t.retrieve_next_sibling[:bs],
+                 t.draft_tokens[:bs * ndt])
+        rec.on_verify(built, out.verify.logits[:bs * ndt], acc.accept_index[:bs],
+                      acc.accept_lens[:bs], acc.accepted_tokens[:bs * width])
+        self.extend.after_replay(out.extend_inputs, out.extend_prepared, size, bs,
+                                 out.extend_metadata, out.extend)
 
-    def slice_outputs(self, outs, bs):
-        width = self.e.spec.num_steps + 1
-        return {"accept_lens": outs["accept_lens"][:bs], "accepted": outs["accepted"][:bs * width],
-                "seq_lens": outs["seq_lens"][:bs], "pending": outs["pending"][:bs]}
+    def slice_outputs(self, out: GreedyRoundOutputs, bs) -> RoundResult:
+        width = self.draft.steps + 1
+        acc = out.accepted
+        return RoundResult(acc.accept_lens[:bs], acc.accepted_tokens[:bs * width],
+                           out.seq_lens[:bs], acc.pending[:bs])

@@ -10,9 +10,27 @@ from specdec import faults
 from specdec.graphs.standin import kernel_node
 from specdec.sampler import BatchSampling, target_probs
 from specdec.spec.compaction import accepted_kv_moves, compact_accepted_to_front
+from specdec.spec.context import Hooks, ModelKV, Paging
+from specdec.spec.phases import VerifyInputs
 
 
-@dataclass
+@dataclass(frozen=True)
+class BuiltTree:
+    """build_tree_kernel_efficient's outputs (contract section 6), in its order."""
+
+    tree_mask: torch.Tensor              # FULL_MASK, bool
+    positions: torch.Tensor              # [bs*ndt] seq_len + depth
+    retrieve_index: torch.Tensor         # [bs, ndt] b*ndt + t
+    retrieve_next_token: torch.Tensor    # [bs, ndt] first child, -1: none
+    retrieve_next_sibling: torch.Tensor  # [bs, ndt] next sibling, -1: none
+    draft_tokens: torch.Tensor           # [bs*ndt] the bonus first
+
+    def as_tuple(self) -> tuple:
+        return (self.tree_mask, self.positions, self.retrieve_index, self.retrieve_next_token,
+                self.retrieve_next_sibling, self.draft_tokens)
+
+
+@dataclass(frozen=True)
 class VerifyResult:
     accept_lens: torch.Tensor       # [bs] int64: accepted drafts + 1 (the new bonus)
     accepted_tokens: torch.Tensor   # [bs*(num_steps+1)] int64, stride num_steps+1
@@ -27,45 +45,48 @@ class Verifier:
     threshold_single = 1.0
     threshold_acc = 1.0
 
-    def __init__(self, engine, runner) -> None:
-        self.engine = engine
-        self.backend = engine.target_backend
-        self.k = engine.kernels
-        self.spec = engine.spec
-        self.runner = runner
+    def __init__(self, target: ModelKV, paging: Paging, kernels, spec, hooks: Hooks,
+                 runner=None) -> None:
+        self.target = target  # its KV pool holds the tree's KV that compaction moves
+        self.paging = paging
+        self.k = kernels
+        self.spec = spec
+        self.hooks = hooks
+        self.runner = runner  # the verify phase's (set once the whole-round graph is captured)
 
-    def build_tree(self, bonus: torch.Tensor, tree, seq_lens: torch.Tensor, seq_lens_sum: int):
-        return self.k.build_tree_kernel_efficient(
+    def build_tree(self, bonus: torch.Tensor, tree, seq_lens: torch.Tensor,
+                   seq_lens_sum: int) -> BuiltTree:
+        return BuiltTree(*self.k.build_tree_kernel_efficient(
             bonus, tree.parent_list, tree.top_scores_index, tree.draft_tokens, seq_lens,
-            seq_lens_sum, self.spec.topk, self.spec.num_steps, self.spec.ndt, FULL_MASK)
+            seq_lens_sum, self.spec.topk, self.spec.num_steps, self.spec.ndt, FULL_MASK))
 
-    def verify(self, req_pool_indices, seq_lens, seq_lens_sum: int, built,
+    def verify(self, req_pool_indices, seq_lens, seq_lens_sum: int, built: BuiltTree,
                sampling: BatchSampling | None = None,
                draft_probs: torch.Tensor | None = None) -> VerifyResult:
         """draft_probs [bs, num_steps, V]: the q each draft was sampled from (probabilistic
         drafting); None when the drafts are the draft's top tokens."""
-        tree_mask, positions, _, _, _, draft_tokens = built
         bs = seq_lens.shape[0]
-        live = {"input_ids": draft_tokens, "positions": positions,
-                "req_pool_indices": req_pool_indices, "seq_lens": seq_lens,
-                "custom_mask": tree_mask, "seq_lens_sum": seq_lens_sum}
-        outs = self.runner.run(live, bs)
-        if self.engine.phase_timer is not None:  # the verify forward ends; acceptance follows
-            self.engine.phase_timer.mark("verify")
-        res = self.accept(req_pool_indices, seq_lens, built, outs["logits"], outs["hidden"],
-                          sampling, draft_probs)
-        if self.engine.recorder is not None:
-            self.engine.recorder.on_verify(built, outs["logits"], res.accept_index,
-                                           res.accept_lens, res.accepted_tokens)
+        live = VerifyInputs(built.draft_tokens, built.positions, req_pool_indices, seq_lens,
+                            built.tree_mask, seq_lens_sum)
+        out = self.runner.run(live, bs)
+        if self.hooks.phase_timer is not None:  # the verify forward ends; acceptance follows
+            self.hooks.phase_timer.mark("verify")
+        res = self.accept(req_pool_indices, seq_lens, built, out.logits, out.hidden, sampling,
+                          draft_probs)
+        if self.hooks.recorder is not None:
+            self.hooks.recorder.on_verify(built.as_tuple(), out.logits, res.accept_index,
+                                          res.accept_lens, res.accepted_tokens)
         return res
 
-    def accept(self, req_pool_indices, seq_lens, built, logits, hidden,
+    def accept(self, req_pool_indices, seq_lens, built: BuiltTree, logits, hidden,
                sampling: BatchSampling | None = None,
                draft_probs: torch.Tensor | None = None) -> VerifyResult:
         """Acceptance over the verify forward's logits and hidden states, then the accepted
         path's compaction (topk > 1). Without `sampling` it never syncs with the host: the
         captured greedy round (specdec/spec/round_phase.py) runs it inside its graph."""
-        _, _, retrieve_index, next_token, next_sibling, draft_tokens = built
+        retrieve_index, next_token, next_sibling = (
+            built.retrieve_index, built.retrieve_next_token, built.retrieve_next_sibling)
+        draft_tokens = built.draft_tokens
         ndt, steps = self.spec.ndt, self.spec.num_steps
         bs = seq_lens.shape[0]
         target_predict = torch.argmax(logits, dim=-1)
@@ -138,9 +159,9 @@ class Verifier:
         """topk > 1: the accepted path's KV, predict and hidden states move to the front of each
         request's block, where the chain-layout code downstream expects them."""
         bs, ndt = seq_lens.shape[0], self.spec.ndt
-        tgt, src = accepted_kv_moves(self.engine.req_to_token, req_pool_indices, seq_lens,
+        tgt, src = accepted_kv_moves(self.paging.req_to_token, req_pool_indices, seq_lens,
                                      accept_index, accept_lens, ndt)
-        self.k.move_kv_cache(self.backend.pool.buffers, tgt, src)
+        self.k.move_kv_cache(self.target.backend.pool.buffers, tgt, src)
         predict = compact_accepted_to_front(predict, accept_index, bs, ndt)
         hidden = compact_accepted_to_front(hidden, accept_index, bs, ndt)
         return predict, hidden

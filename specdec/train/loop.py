@@ -129,6 +129,64 @@ class LossLog:
         plt.close(fig)
 
 
+def _adamw(params: list[torch.nn.Parameter], opt: LoopOptions) -> torch.optim.AdamW:
+    """AdamW with weight decay on matrices only (not on norms and biases)."""
+    cuda = torch.device(opt.device).type == "cuda"
+    decay = [p for p in params if p.ndim >= 2]
+    keep = [p for p in params if p.ndim < 2]
+    return torch.optim.AdamW([{"params": decay, "weight_decay": opt.weight_decay},
+                              {"params": keep, "weight_decay": 0.0}],
+                             lr=opt.lr, betas=(0.9, 0.95), eps=1e-8, fused=cuda)
+
+
+def _train_step(optim, params, step_fn: StepFn, step: int, lr: float, clip: float):
+    """One optimizer step at learning rate lr; step_fn's (loss, metrics, tokens)."""
+    for group in optim.param_groups:
+        group["lr"] = lr
+    loss, metrics, n = step_fn(step)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, clip)
+    optim.step()
+    optim.zero_grad(set_to_none=True)
+    return loss, metrics, n
+
+
+class _StepBudget:
+    """--time-budget: times steps CALIBRATE[0]..CALIBRATE[1] (synchronized), then picks the
+    step count that fills what is left of the budget, and prints it for a `--steps` rerun."""
+
+    def __init__(self, name: str, opt: LoopOptions, t0: float) -> None:
+        self.name, self.opt, self.t0, self.t_cal = name, opt, t0, None
+
+    def after(self, step: int) -> int | None:
+        """The total step count once it is picked (after step CALIBRATE[1] - 1), else None."""
+        if step + 1 == CALIBRATE[0]:
+            sync(self.opt.device)
+            self.t_cal = time.perf_counter()
+        if step + 1 != CALIBRATE[1]:
+            return None
+        sync(self.opt.device)
+        per_step = (time.perf_counter() - self.t_cal) / (CALIBRATE[1] - CALIBRATE[0])
+        left = self.opt.time_budget - (time.perf_counter() - self.t0)
+        total = max(step + 2, step + 1 + int(0.93 * left / per_step))  # 7%: evaluations
+        print(f"# {self.name}: {per_step * 1e3:.1f} ms/step -> --steps {total} "
+              f"for a {self.opt.time_budget:.0f}s budget", flush=True)
+        return total
+
+
+def _summary(name: str, log: LossLog, total: int, tokens: int, wall: float,
+             loss: torch.Tensor) -> dict:
+    """The summary figures, also printed as one line."""
+    final_train = log.train[-1][1]["loss"] if log.train else loss.item()
+    summary = {"steps": total, "tokens": tokens, "wall_s": round(wall, 1),
+               "train_loss": round(final_train, 4),
+               "heldout": {k: round(v, 4) for k, v in log.heldout[-1][1].items()}}
+    print(f"[{name}] steps={total} tokens={tokens} wall={wall:.1f}s "
+          f"train_loss={final_train:.4f} heldout_loss={log.heldout[-1][1]['loss']:.4f}",
+          flush=True)
+    return summary
+
+
 def run_loop(name: str, params: list[torch.nn.Parameter], step_fn: StepFn,
              eval_fn: Callable[[], dict[str, float]], opt: LoopOptions) -> tuple[LossLog, dict]:
     """Train `params` on step_fn's losses; returns the log and the summary figures."""
@@ -136,27 +194,16 @@ def run_loop(name: str, params: list[torch.nn.Parameter], step_fn: StepFn,
         raise ValueError("give exactly one of --steps and --time-budget")
     if opt.steps is not None and opt.steps < 1:
         raise ValueError(f"--steps {opt.steps}: must be >= 1")
-    cuda = torch.device(opt.device).type == "cuda"
-    decay = [p for p in params if p.ndim >= 2]
-    keep = [p for p in params if p.ndim < 2]
-    optim = torch.optim.AdamW([{"params": decay, "weight_decay": opt.weight_decay},
-                               {"params": keep, "weight_decay": 0.0}],
-                              lr=opt.lr, betas=(0.9, 0.95), eps=1e-8, fused=cuda)
+    optim = _adamw(params, opt)
     total, log, tokens = opt.steps, LossLog(), 0
     bar = Progress(name, total)
     sync(opt.device)
     t0 = time.perf_counter()
-    t_cal = None
+    budget = _StepBudget(name, opt, t0)
     step, running = 0, {}
     while total is None or step < total:
         lr = lr_at(step, total, opt)
-        for group in optim.param_groups:
-            group["lr"] = lr
-        loss, metrics, n = step_fn(step)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, opt.clip)
-        optim.step()
-        optim.zero_grad(set_to_none=True)
+        loss, metrics, n = _train_step(optim, params, step_fn, step, lr, opt.clip)
         tokens += n
         for k, v in {"loss": loss.detach(), **metrics}.items():
             running[k] = running.get(k, 0.0) + v.detach().float()
@@ -166,19 +213,11 @@ def run_loop(name: str, params: list[torch.nn.Parameter], step_fn: StepFn,
             running = {}
             log.train.append((step + 1, means))
             text = f"loss {means['loss']:.3f} lr {lr:.2e}"
-        if total is None and step + 1 == CALIBRATE[0]:
-            sync(opt.device)
-            t_cal = time.perf_counter()
-        if total is None and step + 1 == CALIBRATE[1]:
-            sync(opt.device)
-            per_step = (time.perf_counter() - t_cal) / (CALIBRATE[1] - CALIBRATE[0])
-            left = opt.time_budget - (time.perf_counter() - t0)
-            total = max(step + 2, step + 1 + int(0.93 * left / per_step))  # 7%: evaluations
-            print(f"# {name}: {per_step * 1e3:.1f} ms/step -> --steps {total} "
-                  f"for a {opt.time_budget:.0f}s budget", flush=True)
-            bar.set_total(total)
-        last = total is not None and step + 1 == total
-        if (step + 1) % opt.eval_every == 0 or last:
+        if total is None:
+            total = budget.after(step)
+            if total is not None:
+                bar.set_total(total)
+        if (step + 1) % opt.eval_every == 0 or (total is not None and step + 1 == total):
             log.heldout.append((step + 1, eval_fn()))
             text = f"held-out {log.heldout[-1][1]['loss']:.3f}"
         bar.update(step, text)
@@ -186,14 +225,7 @@ def run_loop(name: str, params: list[torch.nn.Parameter], step_fn: StepFn,
     sync(opt.device)
     wall = time.perf_counter() - t0
     bar.close()
-    final_train = log.train[-1][1]["loss"] if log.train else loss.item()
-    summary = {"steps": total, "tokens": tokens, "wall_s": round(wall, 1),
-               "train_loss": round(final_train, 4),
-               "heldout": {k: round(v, 4) for k, v in log.heldout[-1][1].items()}}
-    print(f"[{name}] steps={total} tokens={tokens} wall={wall:.1f}s "
-          f"train_loss={final_train:.4f} heldout_loss={log.heldout[-1][1]['loss']:.4f}",
-          flush=True)
-    return log, summary
+    return log, _summary(name, log, total, tokens, wall, loss)
 
 
 def write_outputs(out_dir: str, stem: str, log: LossLog, summary: dict, title: str,

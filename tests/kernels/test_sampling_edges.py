@@ -34,7 +34,7 @@ def test_fault_is_caught(case):
     with faults.active("coin_le_cdf_accepts_zero_prob"):
         with pytest.raises(OracleFailure) as info:
             prop_sampling_edges(case, DEVICE)
-    assert info.value.oracle == "sampling_edges"
+    assert info.value.check == "sampling_edges"
 
 
 def test_support_sum_rounding_edge():
