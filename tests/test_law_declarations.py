@@ -1,7 +1,8 @@
 """Every law is declared once (`LAW = Law(...)` in its module) and reachable from everything
 that runs laws: pytest (tests/test_properties.py over suite(), the black-box laws in
-harness/runners/test_engine_laws.py), `python -m harness check` (white box) and `check
---engine` (black box), and the docs index; and every law names negative controls that exist
+harness/runners/test_engine_laws.py, the kernel laws in test_kernel_laws.py), `python -m
+harness check` (white box, and the kernel laws on specdec-kernels) and `check --engine`
+(black box; kernel laws with a kernel engine), and the docs index; and every law names negative controls that exist
 (a test that plants a mistake, or a zoo case of that law)."""
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 from cases import CASES
 from harness.laws import index
 from harness.laws.declaration import Law
-from harness.runners import check, engine_check, engine_suite, suite
+from harness.runners import check, engine_check, engine_suite, kernel_suite, suite
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LAWS = index.laws()
@@ -34,8 +35,10 @@ def test_every_law_module_is_declared():
 
 
 def test_every_law_is_reachable_from_pytest_and_check():
-    white, black = index.white_box(), index.black_box()
-    assert set(white) | set(black) == set(LAWS) and not set(white) & set(black)
+    white, black, kern = index.white_box(), index.black_box(), index.kernel()
+    assert set(white) | set(black) | set(kern) == set(LAWS)
+    assert len(white) + len(black) + len(kern) == len(LAWS)
+    assert set(kernel_suite.KERNEL_LAWS) == set(kern)            # test_kernel_laws, check
     assert {e.prop for e in suite.suite()} == set(white)        # tests/test_properties.py
     assert set(check.LAWS) == set(white)                         # harness check
     assert set(engine_suite.ENGINE_LAWS) == set(black)           # test_engine_laws, --engine

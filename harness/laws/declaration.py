@@ -8,7 +8,10 @@ Two shapes, told apart by what the law runs on:
   buffers) through the trace. Use it for what only an engine's internals can show.
 - black box: `check(adapter, case)` over any engine adapter (harness/adapters/), needing only
   the observables it names in `needs`. Use it for what every engine must do, seen from
-  outside; it then runs on specdec, transformers and any adapter a user registers."""
+  outside; it then runs on specdec, transformers and any adapter a user registers.
+- kernel (`door="kernels"`): `check(kernels, case)` over a kernel adapter
+  (harness/kernel_adapters/): one speculative component of an engine, called directly, its
+  `needs` the Components it calls. It runs on specdec's, SGLang's and vLLM's own kernels."""
 from __future__ import annotations
 
 import itertools
@@ -59,6 +62,7 @@ class Law:
     cases: Callable | None = None         # (engine name, device) -> strategy of EngineCases
     needs: frozenset = frozenset()        # the adapter observables it needs
     fraction: int = 1                     # a black-box law's share of the profile's examples
+    door: str = "engine"                  # "kernels": a kernel law (needs are Components)
 
     def __post_init__(self) -> None:
         if (self.prop is None) == (self.check is None):
@@ -68,13 +72,20 @@ class Law:
             raise ValueError(f"law {self.name}: a white-box law needs strategy and config")
         if self.check is not None and self.cases is None:
             raise ValueError(f"law {self.name}: a black-box law needs cases")
+        if self.door not in ("engine", "kernels") or (self.door == "kernels" and self.prop):
+            raise ValueError(f"law {self.name}: door={self.door!r}: expected 'engine', or "
+                             "'kernels' with check and cases")
         if not self.controls:
             raise ValueError(f"law {self.name}: no negative control; a law that cannot be "
                              "shown to fail proves nothing")
 
     @property
     def black_box(self) -> bool:
-        return self.check is not None
+        return self.check is not None and self.door == "engine"
+
+    @property
+    def kernel(self) -> bool:
+        return self.door == "kernels"
 
     @property
     def phases(self) -> list[Phase]:

@@ -26,11 +26,16 @@ def laws() -> dict[str, Law]:
 
 
 def white_box() -> dict[str, Law]:
-    return {n: law for n, law in laws().items() if not law.black_box}
+    return {n: law for n, law in laws().items() if law.prop is not None}
 
 
 def black_box() -> dict[str, Law]:
     return {n: law for n, law in laws().items() if law.black_box}
+
+
+def kernel() -> dict[str, Law]:
+    """The kernel laws (door="kernels"): over any kernel adapter's components."""
+    return {n: law for n, law in laws().items() if law.kernel}
 
 
 def markdown() -> str:
@@ -41,14 +46,16 @@ def markdown() -> str:
              "fails when this file is out of date. How to add one: "
              "[adding-a-law.md](adding-a-law.md).", ""]
     for title, group in (("White box: over specdec's configuration space", white_box()),
-                         ("Black box: over any engine adapter", black_box())):
+                         ("Black box: over any engine adapter", black_box()),
+                         ("Kernel: over any kernel adapter's components (specdec's, SGLang's, "
+                          "vLLM's own kernels)", kernel())):
         lines += [f"## {title}", "", "| law | what must hold | negative controls |",
                   "| --- | --- | --- |"]
         for law in group.values():
             module = law.prop.__module__ if law.prop else law.check.__module__
             path = module.replace(".", "/") + ".py"
             controls = "<br>".join(f"`{c}`" for c in law.controls)
-            needs = (f" Needs: {', '.join(sorted(o.value for o in law.needs))}."
+            needs = (f" Needs: {', '.join(sorted(getattr(o, 'value', o) for o in law.needs))}."
                      if law.needs else "")
             lines.append(f"| [`{law.name}`](../{path}) | {law.summary}{needs} | {controls} |")
         lines.append("")

@@ -1,4 +1,5 @@
-"""The command line of `python -m harness check|repro|zoo|mixed|bench|acceptance`
+"""The command line of `python -m harness check|repro|zoo|mixed|bench|acceptance|laws|foreign|
+sweep`
 (harness/__main__.py is its entry)."""
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from harness.runners import acceptance, bench, profiles
 from harness.runners.cases import load_cases
 from harness.runners.check import check
 from harness.runners.engine_suite import ENGINE_LAWS
+from harness.runners.kernel_suite import KERNEL_LAWS
 from harness.runners.suite import ALL_PROPERTIES
 from harness.strategies.runs import default_device
 from specdec.faults import REGISTRY
@@ -29,7 +31,8 @@ def _add_check_parser(sub) -> None:
     c.add_argument("--engine", default="specdec",
                    help="the engine's adapter: specdec (default: white-box suite and the "
                         "black-box laws), transformers, an entry point of group "
-                        "specdec.adapters, or module:Class (docs/adapters.md)")
+                        "specdec.adapters, or module:Class (docs/adapters.md); or a kernel "
+                        "adapter: specdec-kernels, sglang-kernels[@V], vllm-kernels[@V]")
     c.add_argument("--with-known", action="store_true",
                    help="also draw the cases of the engine's recorded findings (docs/findings/; "
                         "same as SPECDEC_KNOWN_FINDINGS=include)")
@@ -38,7 +41,7 @@ def _add_check_parser(sub) -> None:
 def _add_repro_parser(sub) -> None:
     r = sub.add_parser("repro", help="replay one configuration of one property")
     r.add_argument("property", choices=sorted(ALL_PROPERTIES) + sorted(ENGINE_LAWS)
-                   + sorted(REGISTRY),
+                   + sorted(KERNEL_LAWS) + sorted(REGISTRY),
                    help="a property (with --config), or a fault: replay its historical bug")
     r.add_argument("--config", default=None, help="the JSON a failure report printed")
     r.add_argument("--device", default=None)
@@ -71,6 +74,29 @@ def _add_mixed_parser(sub) -> None:
                    help="tensor-parallel ranks (CPU: gloo processes; CUDA: that many GPUs)")
 
 
+def _add_foreign_parsers(sub) -> None:
+    f = sub.add_parser("foreign", help="install a foreign engine's release for the kernel laws")
+    fs = f.add_subparsers(dest="foreign_cmd", required=True)
+    i = fs.add_parser("install", help="e.g. vllm==0.33.0 sglang==0.5.23 (--no-deps, own folder)")
+    i.add_argument("releases", nargs="+", metavar="DIST==VERSION")
+    i.add_argument("--device", default=None)
+    p = fs.add_parser("pack", help="the files the kernel laws load, for a machine without "
+                      "a network (the GPU device)")
+    p.add_argument("release", metavar="DIST==VERSION")
+    p.add_argument("--out", required=True, help="a .tar.gz")
+    p.add_argument("--python", default=None,
+                   help="the target machine's Python (e.g. 3.12), when it is not this one's")
+    u = fs.add_parser("unpack", help="install a pack into $SPECDEC_FOREIGN_DIR")
+    u.add_argument("pack")
+    s = sub.add_parser("sweep", help="the kernel laws over several releases: law x release")
+    s.add_argument("--engine", required=True, help="sglang-kernels or vllm-kernels")
+    s.add_argument("--versions", default=None,
+                   help="comma-separated releases (default: the adapter's SWEEP list)")
+    s.add_argument("--examples", type=int, default=20, help="examples per law and release")
+    s.add_argument("--budget", type=float, default=120.0, help="seconds per law and release")
+    s.add_argument("--device", default=None)
+
+
 def _add_laws_parser(sub) -> None:
     sub.add_parser("laws", help="the index of every declared law, as docs/laws.md holds it")
 
@@ -83,6 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_zoo_parser(sub)
     _add_mixed_parser(sub)
     _add_laws_parser(sub)
+    _add_foreign_parsers(sub)
     bench.add_parser(sub)
     acceptance.add_parser(sub)
     return ap
@@ -112,11 +139,52 @@ def _run_check(ap, args, device: str, argv) -> int:
     if args.with_known:
         import os
         os.environ["SPECDEC_KNOWN_FINDINGS"] = "include"
+    from harness.kernel_adapters.registry import is_kernel_engine, parse
     try:
-        adapter_class(args.engine)
+        parse(args.engine) if is_kernel_engine(args.engine) else adapter_class(args.engine)
     except ValueError as exc:
         ap.error(str(exc))
+    if is_kernel_engine(args.engine):
+        from harness.runners.kernel_suite import check_kernels
+        return check_kernels(args.engine, args.budget, device, profile)
     return check_engine(args.engine, args.budget, device, profile)
+
+
+def _run_foreign(ap, args, device: str, argv) -> int:
+    from harness.foreign.install import install
+    from harness.foreign.pack import pack, unpack
+    from harness.kernel_adapters.registry import foreign_class
+    if args.foreign_cmd == "unpack":
+        unpack(args.pack)
+        return 0
+    if args.foreign_cmd == "pack":
+        dist, _, version = args.release.partition("==")
+        pack(foreign_class(dist), version, args.out, python=args.python)
+        return 0
+    for release in args.releases:
+        dist, sep, version = release.partition("==")
+        try:
+            if not sep or not version:
+                raise ValueError(f"{release!r}: expected DIST==VERSION, e.g. vllm==0.33.0")
+            print(install(foreign_class(dist), version, device))
+        except (ValueError, RuntimeError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    return 0
+
+
+def _run_sweep(ap, args, device: str, argv) -> int:
+    from harness.kernel_adapters.registry import parse
+    from harness.runners.sweep import sweep
+    try:
+        cls, _ = parse(args.engine)
+    except ValueError as exc:
+        ap.error(str(exc))
+    if getattr(cls, "in_process", False) or "@" in args.engine:
+        ap.error(f"--engine {args.engine!r}: sweep takes a foreign kernel engine without a "
+                 "version (sglang-kernels, vllm-kernels) and --versions")
+    versions = args.versions.split(",") if args.versions else list(cls.SWEEP)
+    return sweep(args.engine, versions, device, args.examples, args.budget)
 
 
 def _run_zoo(ap, args, device: str, argv) -> int:
@@ -140,6 +208,9 @@ def _run_repro(ap, args, device: str, argv) -> int:
         ap.error(f"repro {args.property} needs --config (the JSON a failure report printed)")
     if args.property in ENGINE_LAWS:
         return _repro_engine_law(args.property, args.config, device)
+    if args.property in KERNEL_LAWS:
+        from harness.runners.kernel_suite import repro
+        return repro(args.property, args.config, device)
     return _repro_property(args.property, args.config, device)
 
 
@@ -152,20 +223,30 @@ _COMMANDS = {
     "zoo": _run_zoo,
     "repro": _run_repro,
     "laws": _run_laws,
+    "foreign": _run_foreign,
+    "sweep": _run_sweep,
 }
 
 
 def check_engine(engine: str, budget: float, device: str, profile) -> int:
-    """specdec: the white-box suite and the black-box laws, the budget split by law count;
-    any other engine: the black-box laws, the white-box ones listed as not applicable."""
+    """specdec: the white-box suite, the black-box laws and the kernel laws on specdec's own
+    kernels, the budget split by law count; any other engine: the black-box laws, the
+    white-box ones listed as not applicable."""
     from harness.runners.engine_check import print_reports, sweep
+    from harness.runners.kernel_suite import check_kernels
     from harness.runners.suite import LAWS
-    share = len(ENGINE_LAWS) / (len(ENGINE_LAWS) + (len(LAWS) if engine == "specdec" else 0))
-    rc = check(budget * (1 - share), device, profile) if engine == "specdec" else 0
-    if engine == "specdec":
+    ours = engine == "specdec"
+    total = len(ENGINE_LAWS) + (len(LAWS) + len(KERNEL_LAWS) if ours else 0)
+    rc = check(budget * len(LAWS) / total, device, profile) if ours else 0
+    if ours:
         print()
-    reports = sweep(engine, budget * share, device, profile)
-    return print_reports(engine, device, reports, list(LAWS)) or rc
+    reports = sweep(engine, budget * len(ENGINE_LAWS) / total, device, profile)
+    rc = print_reports(engine, device, reports, list(LAWS)) or rc
+    if ours:
+        print()
+        rc = check_kernels("specdec-kernels", budget * len(KERNEL_LAWS) / total, device,
+                           profile) or rc
+    return rc
 
 
 def _repro_property(name: str, config: str, device: str) -> int:

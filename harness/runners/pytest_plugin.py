@@ -51,7 +51,8 @@ def pytest_addoption(parser) -> None:
     group.addoption("--engine", action="append", default=None, metavar="NAME",
                     help="run only the adapter-aware laws, on this engine: a built-in "
                          "(specdec, transformers), an entry point of group specdec.adapters, "
-                         "or module:Class (docs/adapters.md); repeatable")
+                         "or module:Class (docs/adapters.md); or a kernel adapter "
+                         "(specdec-kernels, sglang-kernels@V, vllm-kernels@V); repeatable")
 
 
 def pytest_configure(config) -> None:
@@ -59,8 +60,9 @@ def pytest_configure(config) -> None:
                             "--engine only these run (name: the one engine it is for)")
     for engine in config.getoption("--engine") or ():
         from harness.adapters.registry import adapter_class
+        from harness.kernel_adapters.registry import is_kernel_engine, parse
         try:
-            adapter_class(engine)
+            parse(engine) if is_kernel_engine(engine) else adapter_class(engine)
         except ValueError as exc:
             raise pytest.UsageError(str(exc)) from None
     names = config.getoption("--faults")
@@ -91,11 +93,15 @@ def _select_engines(config, items) -> None:
     for item in items:
         mark = item.get_closest_marker("engine_law")
         engine = (mark.args[0] if mark and mark.args else
-                  getattr(getattr(item, "callspec", None), "params", {}).get("engine"))
+                  _engine_param(getattr(getattr(item, "callspec", None), "params", {})))
         (keep if mark and engine in engines else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def _engine_param(params: dict):
+    return params.get("engine", params.get("kernel_engine"))
 
 
 def pytest_report_header(config) -> str:

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import settings
 
 from harness.adapters.registry import default_adapter
+from harness.kernel_adapters.registry import is_kernel_engine
 from harness.runners.engine_suite import (CPU_EXAMPLES, ENGINE_LAWS, FRACTION, law_test,
                                           not_applicable)
 from harness.strategies.runs import default_device
@@ -22,7 +23,8 @@ BUILTIN = ("specdec", "transformers")
 
 def pytest_generate_tests(metafunc) -> None:
     if "engine" in metafunc.fixturenames:
-        engines = metafunc.config.getoption("engine", None) or list(BUILTIN)
+        asked = metafunc.config.getoption("engine", None)
+        engines = [e for e in asked if not is_kernel_engine(e)] if asked else list(BUILTIN)
         metafunc.parametrize("engine", engines)
 
 

@@ -1,0 +1,72 @@
+"""The kernel adapter protocol: the speculative components an engine implements as kernels,
+each called in one harness-side form, so that the kernel laws (harness/laws/kernel_*.py)
+run on any engine's own kernels: specdec's, SGLang's and vLLM's from their released wheels.
+
+An adapter is a class with `name`, `version()`, `components` (the Components it has),
+`why_not` (Component -> why it lacks it), `accepts` (the corners of each contract it takes,
+below) and one method per component it has. Tensors come in and go out on the CPU; the
+adapter moves them to its device. Where the engine's own contract differs (padding value,
+index layout, an input the harness form has and the engine draws itself), the adapter maps
+it, and docs/adapters.md ("Kernel adapters") names each difference. A law never bends to an
+engine: a mapping that loses information is a component the adapter does not have.
+
+Components and their harness-side forms (node 0 of a tree is the root, the pending bonus
+token; index layouts follow docs/contract.md sections 4-6):
+
+- TREE_BUILD: `tree_build(parent_list [bs, P] i64, top_scores_index [bs, ndt-1] i64,
+  seq_lens [bs] i64, topk, spec_steps, ndt, mode) -> dict(mask, positions [bs*ndt],
+  retrieve_index [bs, ndt], next_token [bs, ndt], next_sibling [bs, ndt])`; `mask` is flat in
+  `mode` (0 full, 1 qlen-only, 2 bit-packed), retrieve_index holds flat ids b*ndt + t.
+- GREEDY_TREE_VERIFY: `greedy_tree_verify(candidates [bs, ndt] i64, retrieve_index,
+  next_token, next_sibling, target_predict [bs, ndt] i64, num_steps) -> dict(predicts
+  [bs*ndt], accept_index [bs, num_steps+1] (flat ids, -1 padded), accept_len [bs])`; only
+  the entries at accepted nodes of `predicts` are defined.
+- CHAIN_SAMPLING: `chain_sampling(draft_ids [bs, K] i64, num_drafts [bs] i64, draft_probs
+  [bs, K, V] f32 or None, target_probs [bs, K+1, V] f32, greedy [bs] bool, seed, variant)
+  -> tokens [bs, K+1] i64`: row b emits its accepted drafts, then one recovered (after a
+  rejection) or bonus (all accepted) token, then -1. `draft_probs=None` means a draft that
+  proposes deterministically (q one-hot on the proposed token); greedy rows take the
+  target's argmax; `variant` names the acceptance rule ("classic" or "block").
+- REQ_TO_TOKEN_WRITE: `req_to_token_write(req_to_token [R, L] i32, req_pool_indices [bs],
+  start [bs], end [bs], out_cache_loc [sum(end-start)]) -> req_to_token after the write`.
+- DRAFT_CACHE_LOCS: `draft_cache_locs(req_to_token, req_pool_indices [bs], seq_lens [bs],
+  topk, num_steps, page_size) -> dict(out_cache_loc [bs*topk*num_steps] in layout [bs, topk,
+  num_steps], copies: (source, target) slot lists of the prefix-tail copies, or None when
+  the engine makes them elsewhere)`.
+
+`accepts`: what the adapter's kernels take, so the strategies draw it all and no more:
+"tree_mask_modes" (tuple), "ragged_drafts" (bool: num_drafts may differ per row),
+"greedy_rows" (bool: greedy and sampled rows in one batch), "deterministic_draft" (bool:
+draft_probs=None), "variants" (tuple), "ratio_variants" (the variants whose acceptance is
+the per-token rule min(1, p/q) with recovered tokens from max(0, p - q); the others, such
+as block verification or comparing the target's own sample with the draft, are lossless
+by another rule and held to the per-token support rules and the distribution law),
+"page_sizes" (tuple or None for any).
+"""
+from __future__ import annotations
+
+import enum
+from typing import Protocol, runtime_checkable
+
+
+class Component(str, enum.Enum):
+    TREE_BUILD = "tree_build"
+    GREEDY_TREE_VERIFY = "greedy_tree_verify"
+    CHAIN_SAMPLING = "chain_sampling"
+    REQ_TO_TOKEN_WRITE = "req_to_token_write"
+    DRAFT_CACHE_LOCS = "draft_cache_locs"
+
+
+DEFAULT_ACCEPTS = {"tree_mask_modes": (0, 1, 2), "ragged_drafts": False, "greedy_rows": False,
+                   "deterministic_draft": False, "variants": ("classic",), "ratio_variants": ("classic",),
+                   "page_sizes": None}
+
+
+@runtime_checkable
+class KernelAdapter(Protocol):
+    name: str
+    components: frozenset
+    why_not: dict
+    accepts: dict
+
+    def version(self) -> str: ...

@@ -1,0 +1,228 @@
+"""vLLM's own rejection samplers from its released wheel, run in a worker subprocess
+(harness/foreign/). Variants, each where the release has it (the worker reports the
+release's own `accepts["variants"]`):
+
+- "classic": V1's `vllm.v1.sample.rejection_sampler.rejection_sample` (every release).
+- "mrv2": Model Runner V2's probabilistic sampler, accept iff p(x) > u q(x), recovered from
+  max(0, p - q) (0.19 `rejection_sampler.probabilistic_rejection_sample`, 0.21
+  `probabilistic_rejection_sampler_utils`, 0.23+ `rejection_sampler_utils.rejection_sample`).
+- "mrv2-block": the same with `use_block_verification=True` (0.25+).
+- "mrv2-strict": MRV2's strict sampler (0.13-0.19): the target's own Gumbel sample (vLLM's
+  `gumbel_sample`) is compared with the draft.
+
+Mapped conventions (docs/adapters.md): per-request (ragged) drafts flattened with
+num_draft_tokens / cu_num_draft_tokens (V1) or cu_num_logits (MRV2); target probabilities
+passed as logits log(p) where the release takes logits (V1 0.17+, all MRV2), draft
+probabilities as log(q) to MRV2; greedy rows get vLLM's greedy temperature, sampled rows
+temperature 1 (p is already the post-temperature distribution) and their own seed, seed + b
+(V1: a torch.Generator per sampled request; MRV2: the request's seed slot); V1 takes
+the bonus token from outside: the adapter draws it (seeded) from p at the bonus position for
+sampled rows and takes the argmax for greedy rows (MRV2 samples it itself); outputs past the
+emitted tokens become -1 (V1 already pads with -1, MRV2 leaves them undefined)."""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import inspect
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from harness.kernel_adapters.protocol import DEFAULT_ACCEPTS, Component
+
+MRV2 = "vllm.v1.worker.gpu.spec_decode"
+# The leading arguments the adapter passes positionally ("target_*": probs or logits).
+V1_ARGS = ("draft_token_ids", "num_draft_tokens", "max_spec_len", "cu_num_draft_tokens",
+           "draft_probs", "target_*", "bonus_token_ids", "sampling_metadata")
+MRV2_ARGS = ("target_logits", "draft_logits", "draft_sampled", "cu_num_logits", "pos",
+             "idx_mapping", "expanded_idx_mapping", "expanded_local_pos", "temperature", "seed",
+             "num_speculative_steps")
+
+
+def _check_args(fn, expected) -> None:
+    """A clear error where a release's sampler no longer takes what the adapter passes."""
+    names = list(inspect.signature(fn).parameters)
+    if len(names) < len(expected) or any(
+            n != e and not (e.endswith("*") and n.startswith(e[:-1]))
+            for n, e in zip(names, expected)):
+        raise TypeError(f"{fn.__module__}.{fn.__name__}{inspect.signature(fn)}: the adapter "
+                        f"passes {expected}; teach it this release's signature")
+
+
+def _optional(module: str, *names: str):
+    """`module`'s attributes, or None where this release lacks the module or names; a missing
+    side package still raises, so the installer resolves it."""
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").startswith("vllm."):
+            return None
+        raise
+    found = [getattr(mod, n, None) for n in names]
+    return None if None in found else found
+
+
+@triton.jit
+def _log1p(x):
+    u = 1.0 + x  # log(u) * x / (u - 1) cancels u's rounding (Goldberg 1991)
+    return tl.where(u == 1.0, x, tl.log(u) * (x / tl.where(u == 1.0, 1.0, u - 1.0)))
+
+
+def _interpreter_log1p() -> None:
+    """MRV2 (0.25+) calls `libdevice.log1p`, which Triton's interpreter has no body for;
+    give it one (accurate for tiny x, where Gumbel tails live). vLLM's code is untouched."""
+    import triton.language.extra.libdevice as libdevice
+    libdevice.log1p = _log1p
+
+
+class VllmKernels:
+    name = "vllm-kernels"
+    DIST = "vllm"
+    TARGET = "harness.kernel_adapters.vllm_kernels:VllmKernels"
+    ENV = {"VLLM_LOGGING_LEVEL": "ERROR", "VLLM_CONFIGURE_LOGGING": "0"}
+    NEVER_INSTALL = frozenset({"torch", "triton", "torchvision", "torchaudio", "vllm"})
+    SUPPORTED = ("0.33.0",)
+    SWEEP = ("0.9.0", "0.11.0", "0.13.0", "0.17.0", "0.19.0", "0.21.0", "0.25.0", "0.29.0",
+             "0.33.0")
+    components = frozenset({Component.CHAIN_SAMPLING})
+    why_not = {
+        Component.TREE_BUILD: "vLLM builds no draft tree on device: its tree speculation "
+        "(0.11-0.19) took a static token tree from the config (speculative_token_tree), "
+        "its attention bias built in Python; 0.21+ has none",
+        Component.GREEDY_TREE_VERIFY: "vLLM has no tree verification kernel: its rejection "
+        "samplers take chains (cu_num_draft_tokens / cu_num_logits)",
+        Component.REQ_TO_TOKEN_WRITE: "vLLM keeps block tables (one entry per KV block), not a "
+        "per-token req_to_token table; its kernels read slot mappings out of block tables",
+        Component.DRAFT_CACHE_LOCS: "vLLM's EAGLE slot-mapping kernel (v1/spec_decode/utils.py "
+        "eagle_step_slot_mapping_metadata_kernel) maps one chain step (topk 1) through a "
+        "block table and advances seq_lens; the form's topk > 1 layout and page copies have "
+        "no counterpart",
+    }
+    # The CI pin's (0.33.0); an instance reports its own release's variants.
+    accepts = {**DEFAULT_ACCEPTS, "ragged_drafts": True, "greedy_rows": True,
+               "deterministic_draft": True, "variants": ("classic", "mrv2", "mrv2-block"),
+               # MRV2's probabilistic sampler is the same min(1, p/q) rule as V1's.
+               "ratio_variants": ("classic", "mrv2")}
+
+    def __init__(self, device: str = "cpu") -> None:
+        self.device = device
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            _interpreter_log1p()
+        from vllm.v1.sample import metadata, rejection_sampler
+        self._v1, self._meta = rejection_sampler, metadata.SamplingMetadata
+        self._greedy_temp = float(getattr(rejection_sampler.GREEDY_TEMPERATURE, "value",
+                                          rejection_sampler.GREEDY_TEMPERATURE))
+        _check_args(rejection_sampler.rejection_sample, V1_ARGS)
+        self._v1_logits = "target_logits" in inspect.signature(
+            rejection_sampler.rejection_sample).parameters
+        prob = (_optional(f"{MRV2}.rejection_sampler_utils", "rejection_sample")
+                or _optional(f"{MRV2}.probabilistic_rejection_sampler_utils",
+                             "probabilistic_rejection_sample")
+                or _optional(f"{MRV2}.rejection_sampler", "probabilistic_rejection_sample"))
+        self._mrv2 = prob and prob[0]
+        if self._mrv2:
+            _check_args(self._mrv2, MRV2_ARGS)
+        strict = (_optional(f"{MRV2}.rejection_sampler", "strict_rejection_sample")
+                  or _optional(f"{MRV2}.rejection_sample", "rejection_sample"))
+        gumbel = _optional("vllm.v1.worker.gpu.sample.gumbel", "gumbel_sample")
+        self._strict = strict and gumbel and (strict[0], gumbel[0])
+        params = inspect.signature(self._mrv2).parameters if self._mrv2 else {}
+        self.accepts = {**self.accepts, "variants": tuple(
+            v for v, ok in (("classic", True), ("mrv2", self._mrv2),
+                            ("mrv2-block", "use_block_verification" in params),
+                            ("mrv2-strict", self._strict)) if ok)}
+        self._mrv2_needs_q = self._mrv2 and params["draft_logits"].annotation in (
+            torch.Tensor, "torch.Tensor")  # 0.19: no path for drafts without logits
+
+    def version(self) -> str:
+        import vllm
+        return vllm.__version__
+
+    def chain_sampling(self, draft_ids, num_drafts, draft_probs, target_probs, greedy, seed,
+                       variant):
+        if variant not in self.accepts["variants"]:
+            raise ValueError(f"vllm {self.version()} has no variant {variant!r}; it has "
+                             f"{self.accepts['variants']}")
+        bs, k = draft_ids.shape
+        seeds = seed + torch.arange(bs)  # request b's own seed (its generator / seed slot)
+        if variant == "classic":
+            out = self._classic(draft_ids, num_drafts, draft_probs, target_probs, greedy,
+                                seeds, seed)
+        else:
+            out = self._model_runner_v2(draft_ids, num_drafts, draft_probs, target_probs,
+                                        greedy, seeds, variant)
+        return torch.nn.functional.pad(out.long().cpu(), (0, k + 1 - out.shape[1]), value=-1)
+
+    def _classic(self, draft_ids, num_drafts, draft_probs, target_probs, greedy, seeds, seed):
+        """V1, as GPUModelRunner + RejectionSampler.forward call it: flat drafts, the
+        request's target rows up to its drafts, the bonus sampled beforehand."""
+        n = num_drafts.tolist()
+        bs, dev = len(n), self.device
+        rows = [(b, i) for b in range(bs) for i in range(n[b])]
+        take = (lambda t: t[[b for b, _ in rows], [i for _, i in rows]])
+        p = take(target_probs).float()
+        tgt = p.log() if self._v1_logits else p
+        q = None if draft_probs is None else take(draft_probs).float().contiguous().to(dev)
+        bonus_gen = torch.Generator().manual_seed(seed ^ 0x5EED)
+        bonus = [int(target_probs[b, n[b]].argmax()) if greedy[b] else
+                 int(torch.multinomial(target_probs[b, n[b]], 1, generator=bonus_gen))
+                 for b in range(bs)]
+        all_greedy, all_random = bool(greedy.all()), not bool(greedy.any())
+        temp = torch.where(greedy, self._greedy_temp, 1.0).float().to(dev)
+        known = {"temperature": None if all_greedy else temp, "all_greedy": all_greedy,
+                 "all_random": all_random, "generators": {
+                     b: torch.Generator(dev).manual_seed(int(seeds[b]))
+                     for b in range(bs) if not greedy[b]},
+                 "no_penalties": True, "output_token_ids": [[] for _ in range(bs)],
+                 "bad_words_token_ids": {}, "min_tokens": {}, "logit_bias": [None] * bs}
+        meta = self._meta(**{f.name: known.get(f.name) for f in dataclasses.fields(self._meta)
+                             if f.name in known or (f.default is dataclasses.MISSING
+                                                    and f.default_factory is dataclasses.MISSING)})
+        cu = torch.tensor(n, dtype=torch.int32).cumsum(0, dtype=torch.int32)
+        return self._v1.rejection_sample(
+            take(draft_ids).to(torch.int32).to(dev), n, max(n), cu.to(dev), q,
+            tgt.contiguous().to(dev), torch.tensor(bonus, dtype=torch.int64)[:, None].to(dev),
+            meta)
+
+    def _model_runner_v2(self, draft_ids, num_drafts, draft_probs, target_probs, greedy,
+                         seeds, variant):
+        """MRV2, as its RejectionSampler calls it: one logits row per draft plus the bonus
+        row per request, draft_sampled holding each row's input token (the drafts after the
+        request's first row), draft logits per (request state, step)."""
+        n = num_drafts.tolist()
+        bs, k, dev = len(n), draft_ids.shape[1], self.device
+        req = torch.repeat_interleave(torch.arange(bs), torch.tensor(n) + 1)
+        local = torch.cat([torch.arange(m + 1) for m in n])
+        logits = target_probs[req, local].float().log().contiguous()
+        draft_sampled = torch.cat([torch.cat([torch.zeros(1, dtype=torch.int64),
+                                              draft_ids[b, :m]]) for b, m in enumerate(n)])
+        cu = torch.cat([torch.zeros(1, dtype=torch.int32), (torch.tensor(n) + 1).cumsum(0)
+                        .int()])
+        pos = (local + 16).long()  # positions past a notional 16-token prompt
+        temp = torch.where(greedy, 0.0, 1.0).float()
+        d = lambda t: t.to(dev)  # noqa: E731
+        common = [d(cu), d(pos), d(torch.arange(bs, dtype=torch.int32)), d(req.int()),
+                  d(local.int()), d(temp), d(seeds.long()), k]
+        if variant == "mrv2-strict":
+            strict, gumbel = self._strict
+            gp = inspect.signature(gumbel).parameters
+            if "idx_mapping" in gp or "expanded_idx_mapping" in gp:
+                sample = gumbel(d(logits), d(req.int()), d(temp), d(seeds.long()), d(pos),
+                                apply_temperature=False)
+            else:  # 0.13: per-row temperature and seed
+                sample = gumbel(d(logits), d(temp[req]), d(seeds.long()[req]), d(pos),
+                                apply_temperature=False)
+            sampled, num = strict(sample.view(-1), d(draft_sampled.int()), d(cu), k)
+        else:
+            q = draft_probs
+            if q is None and self._mrv2_needs_q:  # 0.19: a one-hot draft distribution
+                q = torch.zeros_like(target_probs[:, :k]).scatter_(2, draft_ids[..., None], 1.0)
+            q_logits = None if q is None else d(q.float().log().contiguous())
+            extra = {"use_block_verification": True} if variant == "mrv2-block" else {}
+            sampled, num = self._mrv2(d(logits), q_logits, d(draft_sampled.int()), *common,
+                                      **extra)
+        sampled, num = sampled.cpu(), num.cpu().long()
+        keep = torch.arange(sampled.shape[1])[None, :] < num[:, None]
+        return torch.where(keep, sampled.long(), -1)

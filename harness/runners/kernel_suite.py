@@ -1,0 +1,155 @@
+"""The kernel laws (door="kernels") over kernel adapters, defined once: pytest
+(harness/runners/test_kernel_laws.py, `--engine vllm-kernels@0.33.0`), `python -m harness
+check --engine ...-kernels[@V]`, `repro` and `sweep` run the same laws, strategies and
+applicability rule.
+
+A kernel law serves an adapter that has any of the components it needs (a law over two
+components, such as kernel_kv_slots, draws only those the adapter has); the others are
+reported as "not applicable: needs X (why)", never as passed. A kernel that raises on an
+input inside its contract fails the law's "crash" check."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from hypothesis import HealthCheck, Phase, given, seed, settings
+
+from harness.laws.common import OracleFailure
+from harness.laws.index import kernel
+from harness.strategies.kernel_inputs import KernelCase
+
+KERNEL_LAWS = kernel()
+CPU_EXAMPLES = 4   # per law and engine in plain pytest on CPU
+CHUNK = 2          # examples per Hypothesis run in `check` (the budget is read between runs)
+
+
+def not_applicable(law: str, kernels) -> str | None:
+    needs = KERNEL_LAWS[law].needs
+    if needs & set(kernels.components):
+        return None
+    why = "; ".join(f"{c.value}: {kernels.why_not[c]}" for c in sorted(needs, key=str)
+                    if c in kernels.why_not)
+    return (f"not applicable: needs {', '.join(sorted(c.value for c in needs))}"
+            + (f" ({why})" if why else ""))
+
+
+def repro_command(case: KernelCase, device: str) -> str:
+    return (f"python -m harness repro {case.law} --device {device} "
+            f"--config '{json.dumps(case.to_dict(), sort_keys=True)}'")
+
+
+def run_case(kernels, case: KernelCase, device: str):
+    """One case, its replay line attached; a kernel that raises fails the law's crash check."""
+    try:
+        try:
+            return KERNEL_LAWS[case.law].check(kernels, case)
+        except OracleFailure:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the engine's kernel raised on a valid input
+            raise OracleFailure(case.law, "crash", f"{type(exc).__name__}: {exc}") from exc
+    except OracleFailure as exc:
+        exc.add_note(f"replay: {repro_command(case, device)}")
+        raise
+
+
+def law_test(law: str, kernels, device: str, max_examples: int):
+    @given(case=KERNEL_LAWS[law].cases(kernels))
+    def test(case):
+        run_case(kernels, case, device)
+    return settings(settings.default, max_examples=max_examples, deadline=None,
+                    phases=KERNEL_LAWS[law].phases,
+                    suppress_health_check=[HealthCheck.too_slow,
+                                           HealthCheck.data_too_large])(test)
+
+
+class Report:
+    """One law on one adapter: examples run, failures, or why it does not apply."""
+
+    def __init__(self, law: str, na: str | None) -> None:
+        self.law, self.na = law, na
+        self.examples, self.seconds, self.failures = 0, 0.0, []
+
+    @property
+    def cell(self) -> str:
+        if self.na:
+            return "n/a"
+        return f"FAIL ({self.failures[0][1].check})" if self.failures else f"ok {self.examples}"
+
+
+def run_law(kernels, law: str, device: str, budget: float, max_examples: int | None = None,
+            profile=None) -> Report:
+    """Chunks of CHUNK examples until the budget (or max_examples) is spent or one fails;
+    a failure is shrunk to its minimal case."""
+    rep = Report(law, not_applicable(law, kernels))
+    t0, chunk = time.perf_counter(), 0
+    while not rep.na and not rep.failures and time.perf_counter() - t0 < budget and (
+            max_examples is None or rep.examples < max_examples):
+        seen, failing = [], []
+
+        @seed(7000 + chunk)
+        @settings(profile or settings.default, max_examples=CHUNK, database=None,
+                  deadline=None, print_blob=False, report_multiple_bugs=False,
+                  phases=[p for p in KERNEL_LAWS[law].phases
+                          if p in (Phase.generate, Phase.shrink)],
+                  suppress_health_check=list(HealthCheck))
+        @given(case=KERNEL_LAWS[law].cases(kernels))
+        def run(case):
+            seen.append(case)
+            try:
+                run_case(kernels, case, device)
+            except Exception:
+                failing.append(case)
+                raise
+        try:
+            run()
+        except Exception as exc:  # noqa: BLE001 - every kind is a failure to report
+            rep.failures.append((failing[-1] if failing else None, exc))
+        rep.examples += len(seen)
+        chunk += 1
+    rep.seconds = time.perf_counter() - t0
+    return rep
+
+
+def check_kernels(engine: str, budget: float, device: str, profile=None, out=sys.stdout) -> int:
+    """`python -m harness check --engine X-kernels[@V]`: every kernel law for an equal share
+    of the budget; one row per law, then each failure with its minimal case and replay."""
+    from harness.kernel_adapters.registry import get_kernels
+    kernels = get_kernels(engine, device)
+    live = [n for n in KERNEL_LAWS if not not_applicable(n, kernels)]
+    reports = [run_law(kernels, n, device, budget / max(1, len(live)), profile=profile)
+               for n in KERNEL_LAWS]
+    print(f"kernels {kernels.name} {kernels.version()} on {device}; components: "
+          f"{', '.join(sorted(c.value for c in kernels.components))}", file=out)
+    print(f"{'law':<28} {'examples':>8} {'failures':>8} {'time':>8}", file=out)
+    for r in reports:
+        print(f"{r.law:<28} {r.na}" if r.na else
+              f"{r.law:<28} {r.examples:>8} {len(r.failures):>8} {r.seconds:>7.1f}s", file=out)
+    print_failures(reports, device, out)
+    failed = sum(bool(r.failures) for r in reports)
+    print(f"\n{'FAIL' if failed else 'OK'}: {sum(r.examples for r in reports)} examples, "
+          f"{failed} failing laws, {sum(bool(r.na) for r in reports)} not applicable, on "
+          f"{kernels.name} {kernels.version()} / {device}", file=out)
+    return 1 if failed else 0
+
+
+def print_failures(reports, device: str, out) -> None:
+    for r in reports:
+        for case, exc in r.failures:
+            print(f"\nFAILED {r.law}: {exc}", file=out)
+            if case is not None:
+                print(f"  minimal case: {case.to_dict()}", file=out)
+                print(f"  replay: {repro_command(case, device)}", file=out)
+
+
+def repro(law: str, config: str, device: str) -> int:
+    from harness.kernel_adapters.registry import get_kernels
+    case = KernelCase.from_dict(json.loads(config))
+    kernels = get_kernels(case.engine, device)
+    try:
+        stats = run_case(kernels, case, device)
+    except OracleFailure as exc:
+        print(f"FAILED {law} on {kernels.name} {kernels.version()}: {exc}")
+        return 1
+    print(f"passed {law} on {kernels.name} {kernels.version()} / {device}: {stats}")
+    return 0
