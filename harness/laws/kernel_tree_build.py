@@ -48,7 +48,9 @@ def _as_ints(name: str, value, mode: int, ndt: int) -> list:
     v = value if isinstance(value, torch.Tensor) else torch.as_tensor(value)
     if name == "mask" and mode == 2:  # bit rows: the ndt low bits, as unsigned
         return [int(x) & ((1 << ndt) - 1) for x in v.reshape(-1).tolist()]
-    return v.to(torch.int64).tolist() if name != "mask" else [bool(x) for x in v.reshape(-1)]
+    if name == "mask":
+        return [bool(x) for x in v.reshape(-1)]
+    return v.to(torch.int64).reshape(-1 if name == "positions" else v.shape).tolist()
 
 
 def check(kernels, case: KernelCase) -> dict:
@@ -61,10 +63,7 @@ def check(kernels, case: KernelCase) -> dict:
                              k["spec_steps"], k["ndt"], k["mode"])
     want = expected(case)
     for name in ("positions", "mask", "retrieve_index", "next_token", "next_sibling"):
-        g = _as_ints(name, got[name], k["mode"], k["ndt"])
-        w = want[name]
-        if name == "positions":
-            g = [int(x) for x in torch.as_tensor(got[name]).reshape(-1).tolist()]
+        g, w = _as_ints(name, got[name], k["mode"], k["ndt"]), want[name]
         if g != w:
             flat_g = g if name in ("mask", "positions") else [x for r in g for x in r]
             flat_w = w if name in ("mask", "positions") else [x for r in w for x in r]
