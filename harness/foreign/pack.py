@@ -5,7 +5,10 @@ once, then lists the files of the modules it imported from the install folder (P
 sources, the extension modules of side packages), plus every *.dist-info (versions,
 metadata). numpy stays out: it is the CPU interpreter's pin, and the GPU machine's own
 numpy serves compiled Triton. Kernels a law reaches lazily on a GPU only (a CUDA-only
-branch) are not in it: the worker then names the missing module (ForeignImportError).
+branch: vLLM's platform module on a CUDA machine) are not in it unless `--all-sources` adds
+every Python source of the engine's own package (not its extension modules); a side
+package imported there only is named by the worker (ForeignImportError). The pack is
+xz-compressed when its name ends in .xz.
 
 `--python 3.12`: the target machine's Python, when it is not this one's. The same release
 and side packages (the versions this folder resolved) are installed again for that
@@ -19,7 +22,9 @@ from pathlib import Path
 
 from harness.foreign import install as inst
 
-SKIP = ("numpy/", "numpy.libs/", "numpy-")
+# numpy: the CPU interpreter's pin. scipy: transformers (the device's) imports it only when
+# it is there (optional), and it is a quarter of a vLLM pack.
+SKIP = ("numpy/", "numpy.libs/", "numpy-", "scipy/", "scipy.libs/", "scipy-")
 # What the GPU machine brings itself (torch, Triton, transformers and what they pull in,
 # the test tools): the pack never carries these.
 DEVICE_HAS = {"torch", "triton", "numpy", "transformers", "tokenizers", "huggingface_hub",
@@ -102,7 +107,17 @@ def _same_files(files: set[str], folder: Path) -> set[str]:
     return out
 
 
-def pack(adapter_cls, version: str, out: str, log=print, python: str | None = None) -> Path:
+def _sources(package: Path, folder: Path) -> set[str]:
+    """The engine package's files but its binaries (extension modules, executables) and
+    vendored third-party trees: Python sources, and the data its import reads (SGLang's JIT
+    include/ and csrc/ folders must exist when sglang.kernels.jit is imported)."""
+    return {str(p.relative_to(folder)) for p in package.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts and "third_party" not in p.parts
+            and ".so" not in p.suffixes and p.suffix}
+
+
+def pack(adapter_cls, version: str, out: str, log=print, python: str | None = None,
+         all_sources: bool = False) -> Path:
     from hypothesis import HealthCheck, given, settings
 
     from harness.foreign.remote import RemoteKernels
@@ -133,8 +148,19 @@ def pack(adapter_cls, version: str, out: str, log=print, python: str | None = No
         files |= _loaded_from(folder, set(loaded["outside"]) - DEVICE_HAS)
     files |= {str(p.relative_to(folder)) for info in folder.glob("*.dist-info")
               for p in info.rglob("*") if p.is_file()}
+    # Shared libraries that wheels vendor beside their extension modules (auditwheel's
+    # <dist>.libs, e.g. pyzmq.libs): loaded by the dynamic linker, so no module trace names them.
+    files |= {str(p.relative_to(folder)) for libs in folder.glob("*.libs")
+              for p in libs.rglob("*") if p.is_file()}
+    if all_sources:
+        files |= _sources(folder / adapter_cls.DIST, folder)
+        # A side package the trace saw is carried whole: a shared library it opens through
+        # ctypes (tvm_ffi's lib/libtvm_ffi.so) is no module, so no trace names it.
+        tops = {f.split("/")[0] for f in files if "/" in f and not f.startswith(
+            (adapter_cls.DIST + "/",)) and ".dist-info/" not in f}
+        files |= _loaded_from(folder, tops)
     files = sorted(f for f in files if not f.startswith(SKIP))
-    with tarfile.open(out, "w:gz") as tar:
+    with tarfile.open(out, "w:xz" if out.endswith(".xz") else "w:gz") as tar:
         for f in files:
             tar.add(folder / f, arcname=f"{adapter_cls.DIST}-{version}/{f}")
     log(f"{out}: {len(files)} files, {Path(out).stat().st_size / 2**20:.1f} MiB")

@@ -27,12 +27,43 @@ token; index layouts follow docs/contract.md sections 4-6):
   rejection) or bonus (all accepted) token, then -1. `draft_probs=None` means a draft that
   proposes deterministically (q one-hot on the proposed token); greedy rows take the
   target's argmax; `variant` names the acceptance rule ("classic" or "block").
+- TREE_SAMPLING: `tree_sampling(candidates [bs, ndt] i64, retrieve_index, next_token,
+  next_sibling, target_probs [bs, ndt, V] f32, seed, num_steps) -> dict(accept_index
+  [bs, num_steps+1] (flat ids, -1 padded), accept_len [bs], tokens [bs, num_steps+1] i64)`:
+  speculative sampling over a draft tree whose drafts were proposed deterministically (a
+  draft's top-k, distinct among siblings, as EAGLE trees are), so the rule reads p alone
+  (SGLang's "target only"): target_probs[b, t] is p at node t (the next token's); at each
+  accepted node its children are tried in sibling order; `tokens[b]` holds the accepted
+  nodes' candidates, then the one bonus or recovered token drawn at the last accepted node,
+  then -1. Every random draw comes from `seed`.
 - REQ_TO_TOKEN_WRITE: `req_to_token_write(req_to_token [R, L] i32, req_pool_indices [bs],
   start [bs], end [bs], out_cache_loc [sum(end-start)]) -> req_to_token after the write`.
 - DRAFT_CACHE_LOCS: `draft_cache_locs(req_to_token, req_pool_indices [bs], seq_lens [bs],
   topk, num_steps, page_size) -> dict(out_cache_loc [bs*topk*num_steps] in layout [bs, topk,
   num_steps], copies: (source, target) slot lists of the prefix-tail copies, or None when
   the engine makes them elsewhere)`.
+- DRAFT_DECODE_KV_INDICES: `draft_decode_kv_indices(req_to_token [R, L] i32, req_pool_indices
+  [bs] i64, seq_lens [bs] i64, topk, num_steps, page_size) -> dict(kv_indices, kv_indptr
+  [num_steps, bs*topk+1])`: the KV slots draft decode step i (i = 0 .. num_steps-1; SGLang's
+  forwards read 0 .. num_steps-2) attends to, flat, row r = b*topk + k at kv_indptr[i, r]:
+  request b's prefix (req_to_token at positions 0 .. seq_len-1) then branch k's draft slots
+  of steps 0..i. req_to_token already holds the draft slots (section 4's layout, as
+  DRAFT_CACHE_LOCS assigned them); seq_lens are the draft prefix lengths. kv_indices: a
+  [num_steps, W] tensor or num_steps 1-D tensors, row i's first kv_indptr[i, -1] defined.
+- DRAFT_EXTEND_INPUTS: `draft_extend_inputs(seq_lens [bs] i64, num_drafts [bs] i64,
+  num_accepted [bs] i64, layout) -> dict(positions [T], last_token_indices [bs],
+  source_indices [T]; each None where the engine makes it elsewhere)`: after a verify round
+  over request b's pending token (at position seq_lens[b]) and its num_drafts[b] drafts, the
+  drafter's next forward takes its v = num_accepted[b] + 1 verified tokens, token i at
+  position seq_lens[b] + i, laid out "padded" (the verify batch's own layout, request b from
+  sum(num_drafts[:b] + 1), its rejected drafts left in place as padding) or "packed" (the v
+  tokens of each request back to back); last_token_indices[b] is the flat index of its
+  last verified token (where the next draft token is sampled), source_indices (packed) the
+  verify-batch index each token comes from.
+- DRAFT_NEXT_TOKEN: `draft_next_token(sampled [bs, W] i64 (-1 padded, as chain_sampling
+  returns), discard [bs] bool, backup [bs] i64, vocab_size) -> dict(next_token [bs],
+  valid_count [bs])`: the token the drafter continues from, the row's last emitted token,
+  or backup[b] where the row emitted none or the request is discarded (valid_count 0 then).
 
 `accepts`: what the adapter's kernels take, so the strategies draw it all and no more:
 "tree_mask_modes" (tuple), "ragged_drafts" (bool: num_drafts may differ per row),
@@ -41,7 +72,7 @@ draft_probs=None), "variants" (tuple), "ratio_variants" (the variants whose acce
 the per-token rule min(1, p/q) with recovered tokens from max(0, p - q); the others, such
 as block verification or comparing the target's own sample with the draft, are lossless
 by another rule and held to the per-token support rules and the distribution law),
-"page_sizes" (tuple or None for any).
+"page_sizes" (tuple or None for any), "draft_extend_layouts" (tuple: "padded", "packed").
 """
 from __future__ import annotations
 
@@ -53,13 +84,17 @@ class Component(str, enum.Enum):
     TREE_BUILD = "tree_build"
     GREEDY_TREE_VERIFY = "greedy_tree_verify"
     CHAIN_SAMPLING = "chain_sampling"
+    TREE_SAMPLING = "tree_sampling"
     REQ_TO_TOKEN_WRITE = "req_to_token_write"
     DRAFT_CACHE_LOCS = "draft_cache_locs"
+    DRAFT_DECODE_KV_INDICES = "draft_decode_kv_indices"
+    DRAFT_EXTEND_INPUTS = "draft_extend_inputs"
+    DRAFT_NEXT_TOKEN = "draft_next_token"
 
 
 DEFAULT_ACCEPTS = {"tree_mask_modes": (0, 1, 2), "ragged_drafts": False, "greedy_rows": False,
                    "deterministic_draft": False, "variants": ("classic",), "ratio_variants": ("classic",),
-                   "page_sizes": None}
+                   "page_sizes": None, "draft_extend_layouts": ("padded", "packed")}
 
 
 @runtime_checkable

@@ -52,3 +52,15 @@ def verify_buffers(bs: int, ndt: int, width: int, device):
     return (torch.full((bs * ndt,), -1, dtype=torch.int32, device=device),
             torch.full((bs, width), -1, dtype=torch.int32, device=device),
             torch.zeros(bs, dtype=torch.int32, device=device))
+
+
+def tree_tokens(predicts, accept_index, accept_num) -> torch.Tensor:
+    """In-place outputs over trees -> [bs, width] emitted tokens, -1 padded: predicts at each
+    accepted node (root first), which holds the next accepted candidate, and at the last one
+    the bonus or recovered token."""
+    acc = accept_index.cpu().long()
+    pred = predicts.cpu().long().reshape(-1)
+    out = torch.full(acc.shape, -1, dtype=torch.int64)
+    for b, n in enumerate(accept_num.cpu().long().tolist()):
+        out[b, :n + 1] = pred[acc[b, :n + 1]]
+    return out

@@ -6,17 +6,15 @@ is looked up at its known homes, newest first; a release without it lists why in
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.machinery
 import inspect
 import sys
-import types
 from types import SimpleNamespace
 
 import torch
 
 from harness.kernel_adapters import sglang_forms as F
 from harness.kernel_adapters.protocol import DEFAULT_ACCEPTS, Component
+from harness.kernel_adapters.stubs import stub_package
 
 C = Component
 S, K = "sglang.srt.speculative.", "sglang.kernels.ops.speculative."
@@ -38,50 +36,33 @@ HOMES = {
                 S + "base_spec_worker:EagleDraftWorkerBase.prepare_for_draft"],  # 0.5.14-0.5.15
     "draft_kernel": [S + "spec_utils:assign_draft_cache_locs",                # 0.5.3-0.5.12
                      S + "eagle_utils:assign_draft_cache_locs"],              # 0.4.6-0.5.1
+    # Draft extend after verify. Packed (0.4.6-0.5.8; 0.4.6's takes accept_len_cum too);
+    # 0.5.14-0.5.19 build it in torch (eagle_info_v2); padded (0.5.23, the v2 worker).
+    "extend_packed": [S + "spec_utils:create_extend_after_decode_spec_info",  # 0.5.3-0.5.8
+                      S + "eagle_utils:create_extend_after_decode_spec_info",  # 0.4.9
+                      S + "eagle_utils:create_extend_spec_info"],             # 0.4.6
+    "extend_select": [K + "eagle:prepare_draft_extend_inputs"],               # 0.5.23
+    "extend_layout": [K + "eagle:prepare_draft_extend_layout"],               # 0.5.23
+    # Every SWEEP release has it (0.4.6's step-major and without page_size: see _draft_kv).
+    "draft_kv": [K + "cache_locs:generate_draft_decode_kv_indices",            # 0.5.19-0.5.23
+                 S + "triton_ops.cache_locs:generate_draft_decode_kv_indices",  # 0.5.14-0.5.15
+                 S + "spec_utils:generate_draft_decode_kv_indices",           # 0.5.3-0.5.8
+                 S + "eagle_utils:generate_draft_decode_kv_indices"],         # 0.4.6-0.4.9
 }
 NO_TRITON = "this release has no Triton {what} (only sgl_kernel's CUDA op, which CPU lacks)"
-
-
-def _stub(top: str) -> None:
-    """Serve the package `top` and every submodule of it as placeholders: attributes are
-    placeholder classes that raise when used. For packages SGLang imports at import time that
-    cannot be installed here and that no kernel under test uses: torchvision (multimodal
-    processors; the index's wheel links a CUDA torch) and, for releases whose CPU import
-    graph names it, sgl_kernel (CUDA-only ops, e.g. 0.5.8's moe_runner/deep_gemm)."""
-    if top in sys.modules or importlib.machinery.PathFinder.find_spec(top):
-        return
-
-    class _Meta(type):
-        def __getattr__(cls, name):
-            if name.startswith("__"):
-                raise AttributeError(name)
-            return cls
-
-    class Placeholder(metaclass=_Meta):
-        def __init__(self, *a, **k):
-            raise ImportError(f"{top} is a stub in the specdec kernel worker")
-
-    class Module(types.ModuleType):
-        def __getattr__(self, name):
-            if name.startswith("__"):
-                raise AttributeError(name)
-            return sys.modules.get(f"{self.__name__}.{name}", Placeholder)
-
-    class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-        def find_spec(self, fullname, path=None, target=None):
-            if fullname.split(".")[0] == top:
-                return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
-            return None
-
-        def create_module(self, spec):
-            mod = Module(spec.name)
-            mod.__path__, mod.__version__ = [], "0.0.0+specdec.stub"
-            return mod
-
-        def exec_module(self, module):
-            pass
-
-    sys.meta_path.insert(0, Finder())
+# Checked in every SWEEP release: no kernel scans sampled rows for the drafter's next token.
+NO_NEXT_TOKEN = (
+    "SGLang's verify returns accept lengths with the tokens, so nothing scans -1 padded rows: "
+    "the next token is verified_id at the accept length (create_extend_after_decode_spec_info, "
+    "fill_bonus_tokens, both given accept_lens), and it has no discarded-request mask")
+# Checked in every SWEEP release: the tree sampler has never had a Triton or CPU form.
+NO_TREE_SAMPLING = (
+    "SGLang's tree sampler (tree_speculative_sampling_target_only) is CUDA only: 0.4.6-0.5.19 "
+    "import it from sgl_kernel (a compiled CUDA op, under is_cuda()); 0.5.23 JIT-compiles "
+    "kernels/jit/csrc/speculative/sampling.cuh through tvm_ffi "
+    "(sglang.kernels.ops.speculative.sampling), and ops/speculative/verify_sampling.py "
+    "resolves it to None off CUDA, MUSA and NPU; no Triton twin exists (SGLang verifies "
+    "greedily on CPU)")
 
 
 def _backfill() -> None:
@@ -146,21 +127,21 @@ class SglangKernels:
     SWEEP = ("0.4.6.post5", "0.4.9.post6", "0.5.3", "0.5.8", "0.5.14", "0.5.15.post1",
              "0.5.19", "0.5.23")
     # Class-level: the pinned release's; an instance narrows them to its release.
-    components = frozenset(Component)
-    why_not: dict = {}
+    components = frozenset(Component) - {C.TREE_SAMPLING, C.DRAFT_NEXT_TOKEN}
+    why_not: dict = {C.TREE_SAMPLING: NO_TREE_SAMPLING, C.DRAFT_NEXT_TOKEN: NO_NEXT_TOKEN}
     accepts = {**DEFAULT_ACCEPTS, "tree_mask_modes": (0, 1), "greedy_rows": True,
                "deterministic_draft": True, "variants": ("classic", "block")}
 
     def __init__(self, device: str = "cpu") -> None:
         self.device = device
-        _stub("torchvision")
+        stub_package("torchvision")
         _backfill()
         try:
             f = {key: _find(homes) for key, homes in HOMES.items()}
         except ModuleNotFoundError as exc:
             if exc.name != "sgl_kernel":
                 raise
-            _stub("sgl_kernel")
+            stub_package("sgl_kernel")
             f = {key: _find(homes) for key, homes in HOMES.items()}
         self._tree, self._verify, self._chain = f["tree"], f["verify"], f["chain"]
         self._r2t_func, self._r2t_kernel = f["r2t_func"], f["r2t_kernel"]
@@ -170,7 +151,12 @@ class SglangKernels:
         # 0.4.6's kernel (before SGLang PR #7163) takes no extend_lens: its layout is step-major.
         self._draft_kernel = kernel if "extend_lens" in args else None
         self._with_copies = "source_cache_loc" in args
-        why = {}
+        self._draft_kv = f["draft_kv"]
+        # Before PR #7163 (0.4.6) the reader takes no page_size and is step-major, as its writer.
+        kv_step_major = "page_size" not in getattr(self._draft_kv, "arg_names", ("page_size",))
+        why = {C.TREE_SAMPLING: NO_TREE_SAMPLING}
+        if self._draft_kv is None:
+            why[C.DRAFT_DECODE_KV_INDICES] = "no generate_draft_decode_kv_indices at a known home"
         if self._tree is None:
             why[C.TREE_BUILD] = NO_TRITON.format(what="tree build")
         if self._verify is None:
@@ -187,13 +173,17 @@ class SglangKernels:
                 "page_size > 1 with topk > 1" if kernel is not None
                 else "neither assign_draft_cache_locs nor prepare_for_draft at a known home "
                 "(e.g. 0.5.13 assigns them inline in eagle_info_v2)")
+        self._find_draft_inputs(f, why)
         self.why_not = why
         self.components = frozenset(Component) - set(why)
         block = self._chain is not None and "block_verification" in inspect.signature(
             self._chain).parameters
         self.accepts = {**DEFAULT_ACCEPTS, "tree_mask_modes": (0, 1),
                         "greedy_rows": self._verify is not None, "deterministic_draft": True,
-                        "variants": ("classic", "block") if block else ("classic",)}
+                        "variants": ("classic", "block") if block else ("classic",),
+                        # 0.4.6 has no per-branch pages: only page 1 is its layout mapped.
+                        "page_sizes": (1,) if kv_step_major else None,
+                        "draft_extend_layouts": self._extend_layouts}
 
     def version(self) -> str:
         from importlib.metadata import version
@@ -278,6 +268,80 @@ class SglangKernels:
         return self._assign_draft_cache_locs(req_to_token, r2t, pool, sl, topk, num_steps,
                                              page_size)
 
+    def draft_decode_kv_indices(self, req_to_token, req_pool_indices, seq_lens, topk,
+                                num_steps, page_size):
+        """generate_draft_decode_kv_indices launched as the multi-step draft backends
+        (flashinfer, triton) launch it: grid (num_steps, bs, topk), `positions` the draft
+        batch's at entry (seq_lens repeated topk times: kv_indptr sums them), kv_indices int32
+        [num_steps, topk*sum(seq_lens) + bs*topk*num_steps], kv_indptr int32 zeros (the kernel
+        never writes entry 0). 0.5.23's extras at their defaults: no draft window, one token
+        block (NUM_STEPS 0), token-granular rows, no v2p translation."""
+        import triton
+        kernel = self._draft_kv
+        paged = "page_size" in kernel.arg_names
+        table = req_to_token if paged else _step_major(req_to_token, req_pool_indices,
+                                                       seq_lens, topk, num_steps)
+        r2t, pool, sl = self._dev(table.clone(), req_pool_indices, seq_lens)
+        bs, n, p2 = sl.shape[0], sl.shape[0] * topk, triton.next_power_of_2
+        kvi = torch.full((num_steps, topk * int(sl.sum()) + n * num_steps), -1,
+                         dtype=torch.int32, device=self.device)
+        kvp = torch.zeros((num_steps, n + 1), dtype=torch.int32, device=self.device)
+        head = [pool, r2t, sl, kvi, kvp, sl.repeat_interleave(topk)]
+        tail = [kvi.shape[1], kvp.shape[1], p2(bs), p2(num_steps), p2(n)]
+        # 0.4.9+: row stride (pool_len; 0.5.23 row_stride), strides, uppers, page_size;
+        # 0.4.6: num_seqs and topk first, no page_size.
+        args = ([r2t.shape[1], *tail, page_size] if paged
+                else [bs, topk, r2t.shape[1], *tail])
+        kernel[(num_steps, bs, topk)](*head, *args)
+        return {"kv_indices": kvi.cpu(), "kv_indptr": kvp.cpu()}
+
+    def _find_draft_inputs(self, f: dict, why: dict) -> None:
+        """The draft-extend kernels of this release (HOMES), into `why` where absent."""
+        self._extend_packed = f["extend_packed"]
+        self._extend_padded = f["extend_select"] and f["extend_layout"] and (
+            f["extend_select"], f["extend_layout"])
+        self._extend_layouts = tuple(name for name, ok in (
+            ("padded", self._extend_padded), ("packed", self._extend_packed)) if ok)
+        why[C.DRAFT_NEXT_TOKEN] = NO_NEXT_TOKEN
+        if not self._extend_layouts:
+            why[C.DRAFT_EXTEND_INPUTS] = (
+                "this release builds the draft extend inputs in torch (0.5.14-0.5.19: "
+                "eagle_worker_v2._draft_extend_for_decode's select_index = arange * "
+                "num_draft_tokens + accept_lens - 1, positions in prepare_for_draft_extend), "
+                "no kernel")
+
+    def draft_extend_inputs(self, seq_lens, num_drafts, num_accepted, layout):
+        """Padded (0.5.23): prepare_draft_extend_inputs' select index (b * width +
+        accept_len - 1) and prepare_draft_extend_layout's positions, width = the verify
+        batch's num_draft_tokens (one for all requests: SGLang drafts num_steps each).
+        Packed (0.4.6-0.5.8): create_extend_after_decode_spec_info on seq_lens after the
+        round and accept_lens = accepted + 1; it returns the token at each request's last
+        index (new_verified_id), so verified_id holds each token's own index."""
+        acc = (num_accepted + 1).to(torch.int32).to(self.device)
+        if layout == "padded":
+            select, make = self._extend_padded
+            width = int(num_drafts[0]) + 1
+            predict = torch.zeros(acc.shape[0] * width, dtype=torch.int32, device=self.device)
+            _, last, _ = select(acc, predict, width)
+            positions = make(seq_lens.to(self.device), width, False)[3][0]
+            return {"positions": positions.cpu(), "last_token_indices": last.cpu(),
+                    "source_indices": None}
+        import triton
+        total, bs = int(acc.sum()), acc.shape[0]
+        ids = torch.arange(total, dtype=torch.int32, device=self.device)
+        after = (seq_lens + num_accepted + 1).to(self.device)
+        positions = torch.empty(total, dtype=torch.long, device=self.device)
+        last = torch.empty(bs, dtype=torch.int32, device=self.device)
+        kernel = self._extend_packed
+        if "accept_len_cum" in kernel.arg_names:  # 0.4.6, as prepare_extend_after_decode
+            kernel[(bs,)](ids, after, acc, torch.cumsum(acc, 0, dtype=torch.int), positions,
+                          last, triton.next_power_of_2(int(num_drafts.max()) + 1))
+        else:
+            kernel[(bs,)](ids, after, acc, positions, last,
+                          triton.next_power_of_2(max(int(num_drafts.max()) + 1, bs)))
+        return {"positions": positions.cpu(), "last_token_indices": last.cpu(),
+                "source_indices": None}
+
     def _prepare_for_draft(self, r2t, pool, sl, topk, num_steps, page_size):
         """0.5.14+: SGLang's prepare_for_draft on stub batch objects, stopped right after
         it assigns the slots (before it builds the forward batch)."""
@@ -338,3 +402,15 @@ class SglangKernels:
                                              for a, b in zip(src.tolist(), tgt.tolist())]
         return {"out_cache_loc": torch.tensor([slot(v) for v in out.tolist()]),
                 "copies": copies}
+
+
+def _step_major(table, pool, seq_lens, topk: int, num_steps: int):
+    """0.4.6's reader takes branch k, step s at position seq_len + s*topk + k (where its
+    assign_draft_cache_locs put it; page_size 1 only): the contract's slot of (k, s), at
+    seq_len + k*num_steps + s, is moved there, a lossless permutation of the draft region."""
+    out = table.clone()
+    for r, n in zip(pool.tolist(), seq_lens.tolist()):
+        for k in range(topk):
+            for s in range(num_steps):
+                out[r, n + s * topk + k] = table[r, n + k * num_steps + s]
+    return out

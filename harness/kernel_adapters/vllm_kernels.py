@@ -31,6 +31,7 @@ import triton
 import triton.language as tl
 
 from harness.kernel_adapters.protocol import DEFAULT_ACCEPTS, Component
+from harness.kernel_adapters.stubs import stub_package
 
 MRV2 = "vllm.v1.worker.gpu.spec_decode"
 # The leading arguments the adapter passes positionally ("target_*": probs or logits).
@@ -86,30 +87,44 @@ class VllmKernels:
     SUPPORTED = ("0.33.0",)
     SWEEP = ("0.9.0", "0.11.0", "0.13.0", "0.17.0", "0.19.0", "0.21.0", "0.25.0", "0.29.0",
              "0.33.0")
-    components = frozenset({Component.CHAIN_SAMPLING})
+    components = frozenset({Component.CHAIN_SAMPLING, Component.DRAFT_EXTEND_INPUTS,
+                            Component.DRAFT_NEXT_TOKEN})
     why_not = {
         Component.TREE_BUILD: "vLLM builds no draft tree on device: its tree speculation "
         "(0.11-0.19) took a static token tree from the config (speculative_token_tree), "
         "its attention bias built in Python; 0.21+ has none",
         Component.GREEDY_TREE_VERIFY: "vLLM has no tree verification kernel: its rejection "
         "samplers take chains (cu_num_draft_tokens / cu_num_logits)",
+        Component.TREE_SAMPLING: "vLLM has no tree speculative sampler: its rejection samplers "
+        "(v1/sample/rejection_sampler.py, MRV2's v1/worker/gpu) walk chains "
+        "(cu_num_draft_tokens) and never try siblings; 0.33.0 has no draft tree at all "
+        "(speculative_token_tree is gone)",
         Component.REQ_TO_TOKEN_WRITE: "vLLM keeps block tables (one entry per KV block), not a "
         "per-token req_to_token table; its kernels read slot mappings out of block tables",
         Component.DRAFT_CACHE_LOCS: "vLLM's EAGLE slot-mapping kernel (v1/spec_decode/utils.py "
         "eagle_step_slot_mapping_metadata_kernel) maps one chain step (topk 1) through a "
         "block table and advances seq_lens; the form's topk > 1 layout and page copies have "
         "no counterpart",
+        Component.DRAFT_DECODE_KV_INDICES: "vLLM has no draft-decode KV index kernel (checked "
+        "0.33.0: nothing in v1/spec_decode or v1/attention builds per-branch index lists): its "
+        "draft steps attend through the request's block table with seq_lens advanced one per "
+        "step (eagle_step_update_slot_mapping_and_metadata), a chain (topk 1) of no branches",
     }
     # The CI pin's (0.33.0); an instance reports its own release's variants.
     accepts = {**DEFAULT_ACCEPTS, "ragged_drafts": True, "greedy_rows": True,
                "deterministic_draft": True, "variants": ("classic", "mrv2", "mrv2-block"),
                # MRV2's probabilistic sampler is the same min(1, p/q) rule as V1's.
-               "ratio_variants": ("classic", "mrv2")}
+               "ratio_variants": ("classic", "mrv2"), "draft_extend_layouts": ("padded",)}
 
     def __init__(self, device: str = "cpu") -> None:
         self.device = device
         if os.environ.get("TRITON_INTERPRET") == "1":
             _interpreter_log1p()
+        if device.startswith("cuda") or torch.cuda.is_available():
+            # On a CUDA machine (whatever the device asked for) vLLM's CUDA platform module
+            # imports its compiled op library (0.33: vllm._C_stable_libtorch, 92 MB), which
+            # a pack leaves out; no kernel under test calls it.
+            stub_package("vllm._C_stable_libtorch")
         from vllm.v1.sample import metadata, rejection_sampler
         self._v1, self._meta = rejection_sampler, metadata.SamplingMetadata
         self._greedy_temp = float(getattr(rejection_sampler.GREEDY_TEMPERATURE, "value",
@@ -135,6 +150,7 @@ class VllmKernels:
                             ("mrv2-strict", self._strict)) if ok)}
         self._mrv2_needs_q = self._mrv2 and params["draft_logits"].annotation in (
             torch.Tensor, "torch.Tensor")  # 0.19: no path for drafts without logits
+        self._find_draft_input_kernels()
 
     def version(self) -> str:
         import vllm
@@ -226,3 +242,61 @@ class VllmKernels:
         sampled, num = sampled.cpu(), num.cpu().long()
         keep = torch.arange(sampled.shape[1])[None, :] < num[:, None]
         return torch.where(keep, sampled.long(), -1)
+
+    # The EAGLE drafter's inputs after verify (V1, vllm/v1/spec_decode/utils.py).
+    def _find_draft_input_kernels(self) -> None:
+        """0.13+: the padded-batch kernels (eagle_prepare_inputs_padded_kernel,
+        eagle_prepare_next_token_padded_kernel); 0.9: the packed gather
+        (prepare_eagle_input_kernel); 0.11 does both in torch (eagle.py)."""
+        utils = "vllm.v1.spec_decode.utils"
+        padded = _optional(utils, "eagle_prepare_inputs_padded_kernel")
+        nxt = _optional(utils, "eagle_prepare_next_token_padded_kernel")
+        packed = _optional(utils, "prepare_eagle_input_kernel")
+        self._padded, self._next = padded and padded[0], nxt and nxt[0]
+        self._packed = packed and packed[0]
+        why = dict(self.why_not)
+        if not (self._padded or self._packed):
+            why[Component.DRAFT_EXTEND_INPUTS] = (
+                "this release has no draft-input kernel: EagleProposer.prepare_inputs builds "
+                "the token indices in torch (v1/spec_decode/eagle.py)")
+        if not self._next:
+            why[Component.DRAFT_NEXT_TOKEN] = (
+                "no eagle_prepare_next_token_padded_kernel before 0.13: the next token ids "
+                "are picked on the host (gpu_model_runner, sampled_token_ids lists)")
+        self.why_not = why
+        self.components = frozenset(self.components) - set(why)
+        self.accepts = {**self.accepts, "draft_extend_layouts": tuple(
+            name for name, ok in (("padded", self._padded), ("packed", self._packed)) if ok)}
+
+    def draft_extend_inputs(self, seq_lens, num_drafts, num_accepted, layout):
+        """Padded (0.13+): the kernel's token_indices_to_sample from cu_num_draft_tokens
+        (inclusive), valid_sampled_tokens_count (accepted + 1) and query_start_loc, as
+        prepare_inputs_padded calls it; positions stay the target's (no kernel). Packed
+        (0.9): token_indices from cu_target_query_lens and cu_num_tokens (prepare_inputs)."""
+        i32 = lambda x: x.to(torch.int32).to(self.device)  # noqa: E731
+        bs = num_drafts.shape[0]
+        zero = torch.zeros(1, dtype=torch.int64)
+        cu_query = torch.cat([zero, (num_drafts + 1).cumsum(0)])
+        if layout == "padded":
+            out = torch.empty(bs, dtype=torch.int32, device=self.device)
+            extra = ([torch.empty(bs, dtype=torch.int32, device=self.device)]
+                     if "num_rejected_tokens_gpu_ptr" in self._padded.arg_names else [])
+            self._padded[(bs,)](i32(num_drafts.cumsum(0)), i32(num_accepted + 1), i32(cu_query),
+                                out, *extra, bs)
+            return {"positions": None, "last_token_indices": out.cpu(), "source_indices": None}
+        cu_tokens = torch.cat([zero, (num_accepted + 1).cumsum(0)])
+        out = torch.empty(int(cu_tokens[-1]), dtype=torch.int32, device=self.device)
+        self._packed[(bs,)](out, i32(cu_query), i32(cu_tokens), BLOCK_SIZE=1024)
+        return {"positions": None, "last_token_indices": None, "source_indices": out.cpu()}
+
+    def draft_next_token(self, sampled, discard, backup, vocab_size):
+        """As prepare_next_token_ids_padded calls it: int32 sampled rows, a bool mask."""
+        bs, width = sampled.shape
+        rows = sampled.to(torch.int32).contiguous().to(self.device)
+        nxt = torch.empty(bs, dtype=torch.int32, device=self.device)
+        count = torch.empty_like(nxt)
+        self._next[(bs,)](rows, discard.bool().to(self.device),
+                          backup.to(torch.int32).to(self.device), nxt, count, vocab_size,
+                          width, bs, rows.stride(0),
+                          BLOCK_SIZE_TOKENS=triton.next_power_of_2(width))
+        return {"next_token": nxt.cpu(), "valid_count": count.cpu()}

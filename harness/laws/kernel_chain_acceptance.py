@@ -30,6 +30,20 @@ NAME = "kernel_chain_acceptance"
 NEEDS = frozenset({Component.CHAIN_SAMPLING})
 
 
+# Explicit examples, run before the drawn ones on every adapter. A uniform coin of exactly 0.0
+# (float32 coins are multiples of 2^-24, so 0 comes once in 2^24 draws) meets a draft whose
+# target probability is 0: the draft must still be rejected. Seed 5528393 makes torch's
+# CPU generator draw 0.0 first, and every adapter seeds request b's coins from seed + b (found by
+# a search over torch's Mersenne Twister; docs/findings/vllm_0_9_zero_coin_accepts_zero_prob.py).
+EXAMPLES = (
+    {"seed": 5528393, "knobs": {
+        "variant": "classic", "ratio_rule": True, "bs": 1, "k": 1, "vocab": 2, "ragged": False,
+        "greedy": "none", "deterministic": False, "zeros": 0.0, "close": 0.0,
+        "batch": {"draft_ids": [[1]], "num_drafts": [1], "draft_probs": [[[0.5, 0.5]]],
+                  "target_probs": [[[1.0, 0.0], [0.5, 0.5]]], "greedy": [False]}}},
+)
+
+
 def cases(kernels):
     return kernel_cases(NAME, kernels, chain_knobs(kernels.accepts))
 
@@ -100,7 +114,7 @@ def check(kernels, case: KernelCase) -> dict:
 
 
 LAW = Law(
-    name=NAME, rank=630, check=check, cases=cases, needs=NEEDS, door="kernels",
+    name=NAME, rank=630, check=check, cases=cases, needs=NEEDS, door="kernels", examples=EXAMPLES,
     summary="chain speculative sampling: accepted drafts then one token then -1; never accept "
             "p = 0, always accept p >= q, recovered tokens from max(0, p - q), bonus from p, "
             "greedy rows exact",

@@ -12,8 +12,9 @@ them (harness/references/layout.py):
   reference's (source slot, target slot) pairs.
 
 Drawn: pool rows and lengths, ragged and empty ranges, pool indices in any order, page sizes
-1 to 16 (or those the adapter accepts), topk, steps, sequence lengths on and off page
-boundaries, req_to_token a permutation of slots (so a wrong position is a wrong slot)."""
+1 to 16 (or those the adapter accepts), topk, steps, sequence lengths anywhere, all on page
+boundaries or all one past one, req_to_token a permutation of slots (so a wrong position is
+a wrong slot)."""
 from __future__ import annotations
 
 import torch
@@ -28,6 +29,7 @@ from harness.strategies.kernel_inputs import KernelCase, kernel_cases
 NAME = "kernel_kv_slots"
 NEEDS = frozenset({Component.REQ_TO_TOKEN_WRITE, Component.DRAFT_CACHE_LOCS})
 PAGE_SIZES = (1, 2, 4, 8, 16)
+LENGTHS = ("any", "page_aligned", "page_plus_one")
 
 
 def applicable(components) -> bool:
@@ -42,7 +44,10 @@ def _knobs(draw, kernels) -> dict:
     return {"component": draw(st.sampled_from(have)), "pool_rows": draw(st.integers(1, 6)),
             "bs": draw(st.integers(1, 4)), "page_size": draw(st.sampled_from(pages)),
             "topk": draw(st.integers(1, 4)), "num_steps": draw(st.integers(1, 5)),
-            "max_len": draw(st.integers(1, 40))}
+            "max_len": draw(st.integers(1, 40)),
+            # Where lengths fall on pages: anywhere, or every request exactly on a page
+            # boundary (no partial page, nothing to copy) or one past it (a 1-slot tail).
+            "lengths": draw(st.sampled_from(LENGTHS))}
 
 
 def cases(kernels):
@@ -81,10 +86,17 @@ def _write(kernels, case: KernelCase) -> int:
     return total
 
 
+def _seq_len(rng, where: str, max_len: int, page: int) -> int:
+    if where == "any":
+        return rng.randint(1, max_len)
+    pages = rng.randint(1, max(1, max_len // page))
+    return pages * page + (where == "page_plus_one")
+
+
 def _draft(kernels, case: KernelCase) -> int:
     k, rng = case.knobs, case.rng()
     bs, topk, steps, page = min(k["bs"], k["pool_rows"]), k["topk"], k["num_steps"], k["page_size"]
-    seq_lens = [rng.randint(1, k["max_len"]) for _ in range(bs)]
+    seq_lens = [_seq_len(rng, k.get("lengths", "any"), k["max_len"], page) for _ in range(bs)]
     # Each request's row must hold every branch's pages: base + topk * npb * page.
     need = max(L.branch_geometry(s, steps, page)[1] + topk * L.branch_geometry(s, steps, page)[2]
                * page for s in seq_lens)

@@ -146,6 +146,53 @@ def per_step_rows(flat_loc, bs: int, topk: int, num_steps: int) -> list[list[int
     return rows
 
 
+# -- draft decode KV reads (sections 2 and 4) -----------------------------------------------
+def draft_branch_reads(req_to_token_row, prefix_len: int, topk: int, num_steps: int,
+                       page_size: int, branch: int, step: int) -> list[tuple[int, ...]]:
+    """The KV slots branch `branch` attends to in draft decode step `step`, in order, each
+    entry the tuple of slots that serve: the prefix (positions 0 .. prefix_len-1 of the row),
+    then the branch's draft slots of steps 0..step (`draft_out_cache_loc`: the forward that
+    writes step s reads itself and its ancestors, depths 1..s+1, all in its own branch).
+
+    With page_size > 1 and topk > 1, a branch k >= 1 holds a copy of the prefix tail in its
+    first page (`prefix_tail_copies`); a page-granular reader sees the copy, a token-granular
+    one the original: both hold the same KV, so either slot serves there.
+    Example (section 4's: page 4, topk 2, steps 3, prefix 6; row = slots 100..123): branch 1,
+    step 1 reads (100,) .. (103,), (104, 112), (105, 113), (114,), (115,).
+    """
+    row = _as_list(req_to_token_row)
+    entries = [(int(row[p]),) for p in range(prefix_len)]
+    last = branch_geometry(prefix_len, num_steps, page_size)[0]
+    copies = prefix_tail_copies(prefix_len, topk, num_steps, page_size)
+    for target, source in copies[(branch - 1) * last:branch * last] if branch else []:
+        entries[source] = (int(row[source]), int(row[target]))
+    drafts = draft_out_cache_loc(row, prefix_len, topk, num_steps, page_size)
+    entries += [(s,) for s in drafts[branch * num_steps:branch * num_steps + step + 1]]
+    return entries
+
+
+def draft_decode_kv_reads(req_to_token, req_pool_indices, prefix_lens, topk: int,
+                          num_steps: int, page_size: int) -> list[tuple[list[int], list]]:
+    """Per draft decode step i = 0 .. num_steps-1: (kv_indptr, entries) of the batch.
+
+    Rows r = b*topk + k, request-major; row r's `prefix_len_b + i + 1` entries
+    (`draft_branch_reads`) start at kv_indptr[r], so kv_indptr[r] =
+    sum over earlier rows of their lengths and kv_indptr[0] = 0. The forwards of a round are
+    i <= num_steps-2 (section 2); step num_steps-1 reads every draft slot of the branch."""
+    rows, lens = _as_list(req_pool_indices), _as_list(prefix_lens)
+    out = []
+    for i in range(num_steps):
+        ptr, entries = [0], []
+        for r, n in zip(rows, lens):
+            for k in range(topk):
+                reads = draft_branch_reads(req_to_token[int(r)], int(n), topk, num_steps,
+                                           page_size, k, i)
+                entries += reads
+                ptr.append(ptr[-1] + len(reads))
+        out.append((ptr, entries))
+    return out
+
+
 def _as_list(x) -> list:
     """Accept a list or a tensor (torch only to convert)."""
     return x.tolist() if hasattr(x, "tolist") else list(x)

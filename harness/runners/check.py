@@ -7,9 +7,11 @@ from collections import Counter
 import time
 from dataclasses import dataclass, field
 
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis.errors import Unsatisfiable
+from hypothesis import HealthCheck, Phase, assume, given, seed, settings
 
 from harness.laws.common import OracleFailure
+from harness.runners.fresh_cases import PassedCases
 from harness.runners.suite import LAWS, runnable
 
 CHUNK = 2  # examples per Hypothesis run; the budget is checked between runs
@@ -18,11 +20,13 @@ CHUNK = 2  # examples per Hypothesis run; the budget is checked between runs
 @dataclass
 class PropertyReport:
     name: str
+    passed: PassedCases = field(default_factory=PassedCases)  # rejected when drawn again
     examples: int = 0
     covered: set = field(default_factory=set)
     corners: Counter = field(default_factory=Counter)  # examples per corner drawn (`corners`)
     failures: list = field(default_factory=list)
     seconds: float = 0.0
+    exhausted: bool = False  # every case the strategy can draw has passed
     skipped: int = 0      # drawn configurations needing more GPUs than are visible
 
 
@@ -45,6 +49,7 @@ def _run_chunk(name: str, report: PropertyReport, chunk_seed: int, device: str,
               suppress_health_check=list(HealthCheck))
     @given(cfg=law.strategy(device.startswith("cuda"), {}))
     def run(cfg):
+        assume(report.passed.new(cfg))
         if not runnable(cfg, device):  # tensor parallel: too few GPUs here
             report.skipped += 1
             return
@@ -54,9 +59,12 @@ def _run_chunk(name: str, report: PropertyReport, chunk_seed: int, device: str,
         except Exception:
             failing.append(cfg)
             raise
+        report.passed.add(cfg)
 
     try:
         run()
+    except Unsatisfiable:  # every case the strategy can draw has passed already
+        report.exhausted = True
     except (OracleFailure, AssertionError, Exception) as exc:  # noqa: B014 - report every kind
         # Hypothesis replays the minimal failing example last.
         report.failures.append((failing[-1] if failing else None, exc))
@@ -71,7 +79,7 @@ def check(budget: float, device: str, profile: settings, out=sys.stdout) -> int:
     per_prop = budget / len(names)
     for name in names:
         rep, t0, chunk = reports[name], time.perf_counter(), 0
-        while time.perf_counter() - t0 < per_prop and not rep.failures:
+        while time.perf_counter() - t0 < per_prop and not rep.failures and not rep.exhausted:
             _run_chunk(name, rep, 1000 + chunk, device, profile)
             chunk += 1
             if rep.skipped and not rep.examples:  # none of its configurations can run here

@@ -83,9 +83,12 @@ def _add_foreign_parsers(sub) -> None:
     p = fs.add_parser("pack", help="the files the kernel laws load, for a machine without "
                       "a network (the GPU device)")
     p.add_argument("release", metavar="DIST==VERSION")
-    p.add_argument("--out", required=True, help="a .tar.gz")
+    p.add_argument("--out", required=True, help="a .tar.gz or .tar.xz")
     p.add_argument("--python", default=None,
                    help="the target machine's Python (e.g. 3.12), when it is not this one's")
+    p.add_argument("--all-sources", action="store_true",
+                   help="every Python source of the engine's package, not only those loaded "
+                        "on this machine (for code paths a GPU takes)")
     u = fs.add_parser("unpack", help="install a pack into $SPECDEC_FOREIGN_DIR")
     u.add_argument("pack")
     s = sub.add_parser("sweep", help="the kernel laws over several releases: law x release")
@@ -159,7 +162,8 @@ def _run_foreign(ap, args, device: str, argv) -> int:
         return 0
     if args.foreign_cmd == "pack":
         dist, _, version = args.release.partition("==")
-        pack(foreign_class(dist), version, args.out, python=args.python)
+        pack(foreign_class(dist), version, args.out, python=args.python,
+             all_sources=args.all_sources)
         return 0
     for release in args.releases:
         dist, sep, version = release.partition("==")

@@ -7,9 +7,11 @@ from __future__ import annotations
 import sys
 import time
 
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis.errors import Unsatisfiable
+from hypothesis import HealthCheck, Phase, assume, given, seed, settings
 
 from harness.adapters.registry import default_adapter
+from harness.runners.fresh_cases import PassedCases
 from harness.strategies.engine_cases import include_known
 from harness.runners.engine_suite import (ENGINE_LAWS, WHITE_BOX, not_applicable, phases,
                                           repro_command, run_case)
@@ -22,6 +24,7 @@ class LawReport:
         self.name, self.na = name, na
         self.examples, self.seconds, self.covered = 0, 0.0, set()
         self.failures: list = []  # (case or None, exception)
+        self.exhausted = False
 
     def row(self) -> str:
         if self.na:
@@ -30,7 +33,8 @@ class LawReport:
                 f"{len(self.failures):>8} {self.seconds:>7.1f}s")
 
 
-def _chunk(rep: LawReport, engine: str, device: str, chunk_seed: int, profile) -> None:
+def _chunk(rep: LawReport, engine: str, device: str, chunk_seed: int, profile,
+           passed: PassedCases) -> None:
     law, seen, failing = ENGINE_LAWS[rep.name], [], []
 
     @seed(chunk_seed)
@@ -40,15 +44,19 @@ def _chunk(rep: LawReport, engine: str, device: str, chunk_seed: int, profile) -
               suppress_health_check=list(HealthCheck))
     @given(case=law.cases(engine, device))
     def run(case):
+        assume(passed.new(case))
         seen.append(case)
         try:
             run_case(rep.name, case, device)
         except Exception:
             failing.append(case)
             raise
+        passed.add(case)
 
     try:
         run()
+    except Unsatisfiable:  # every case the strategy can draw has passed already
+        rep.exhausted = True
     except Exception as exc:  # noqa: BLE001 - every kind is a failure to report
         inner = getattr(exc, "exceptions", None)  # Hypothesis's Flaky groups what it saw
         if inner:
@@ -68,9 +76,9 @@ def sweep(engine: str, budget: float, device: str, profile, names=None) -> list[
     live = [r for r in reports if not r.na]
     per_law = budget / max(1, len(live))
     for rep in live:
-        t0, chunk = time.perf_counter(), 0
-        while time.perf_counter() - t0 < per_law and not rep.failures:
-            _chunk(rep, engine, device, 1000 + chunk, profile)
+        t0, chunk, passed = time.perf_counter(), 0, PassedCases()
+        while time.perf_counter() - t0 < per_law and not rep.failures and not rep.exhausted:
+            _chunk(rep, engine, device, 1000 + chunk, profile, passed)
             chunk += 1
             rep.seconds = time.perf_counter() - t0
             if sys.stderr.isatty():

@@ -13,10 +13,12 @@ import json
 import sys
 import time
 
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis.errors import Unsatisfiable
+from hypothesis import HealthCheck, Phase, assume, example, given, seed, settings
 
 from harness.laws.common import OracleFailure
 from harness.laws.index import kernel
+from harness.runners.fresh_cases import PassedCases
 from harness.strategies.kernel_inputs import KernelCase
 
 KERNEL_LAWS = kernel()
@@ -53,10 +55,18 @@ def run_case(kernels, case: KernelCase, device: str):
         raise
 
 
+def explicit_cases(law: str, kernels) -> list[KernelCase]:
+    """The law's own examples (its EXAMPLES: seed and knobs) on this adapter."""
+    return [KernelCase(law=law, engine=kernels.engine, seed=e["seed"], knobs=e["knobs"])
+            for e in KERNEL_LAWS[law].examples]
+
+
 def law_test(law: str, kernels, device: str, max_examples: int):
     @given(case=KERNEL_LAWS[law].cases(kernels))
     def test(case):
         run_case(kernels, case, device)
+    for case in explicit_cases(law, kernels):
+        test = example(case=case)(test)
     return settings(settings.default, max_examples=max_examples, deadline=None,
                     phases=KERNEL_LAWS[law].phases,
                     suppress_health_check=[HealthCheck.too_slow,
@@ -69,6 +79,7 @@ class Report:
     def __init__(self, law: str, na: str | None) -> None:
         self.law, self.na = law, na
         self.examples, self.seconds, self.failures = 0, 0.0, []
+        self.exhausted = False
 
     @property
     def cell(self) -> str:
@@ -79,11 +90,18 @@ class Report:
 
 def run_law(kernels, law: str, device: str, budget: float, max_examples: int | None = None,
             profile=None) -> Report:
-    """Chunks of CHUNK examples until the budget (or max_examples) is spent or one fails;
-    a failure is shrunk to its minimal case."""
+    """The law's explicit examples, then chunks of CHUNK drawn examples until the budget (or
+    max_examples) is spent or one fails; a drawn failure is shrunk to its minimal case."""
     rep = Report(law, not_applicable(law, kernels))
-    t0, chunk = time.perf_counter(), 0
-    while not rep.na and not rep.failures and time.perf_counter() - t0 < budget and (
+    t0, chunk, passed = time.perf_counter(), 0, PassedCases()
+    for case in [] if rep.na else explicit_cases(law, kernels):
+        rep.examples += 1
+        try:
+            run_case(kernels, case, device)
+        except OracleFailure as exc:
+            rep.failures.append((case, exc))
+            break
+    while not (rep.na or rep.failures or rep.exhausted) and time.perf_counter() - t0 < budget and (
             max_examples is None or rep.examples < max_examples):
         seen, failing = [], []
 
@@ -95,14 +113,18 @@ def run_law(kernels, law: str, device: str, budget: float, max_examples: int | N
                   suppress_health_check=list(HealthCheck))
         @given(case=KERNEL_LAWS[law].cases(kernels))
         def run(case):
+            assume(passed.new(case))
             seen.append(case)
             try:
                 run_case(kernels, case, device)
             except Exception:
                 failing.append(case)
                 raise
+            passed.add(case)
         try:
             run()
+        except Unsatisfiable:  # every case the strategy can draw has passed already
+            rep.exhausted = True
         except Exception as exc:  # noqa: BLE001 - every kind is a failure to report
             rep.failures.append((failing[-1] if failing else None, exc))
         rep.examples += len(seen)

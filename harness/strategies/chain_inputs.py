@@ -46,8 +46,11 @@ def distribution(rng: random.Random, vocab: int, zeros: float, unique_max: bool 
 
 def chain_batch(case: KernelCase) -> dict:
     """The tensors of one case: draft_ids [bs, K], num_drafts [bs], draft_probs [bs, K, V] or
-    None, target_probs [bs, K+1, V], greedy [bs]. `close` mixes q towards p (acceptances)."""
+    None, target_probs [bs, K+1, V], greedy [bs]. `close` mixes q towards p (acceptances).
+    An explicit example (a law's EXAMPLES) carries its tensors as lists under "batch"."""
     k, rng = case.knobs, case.rng()
+    if "batch" in k:
+        return explicit_batch(k["batch"])
     bs, K, V = k["bs"], k["k"], k["vocab"]
     greedy = torch.tensor([{"none": False, "all": True}.get(k["greedy"], rng.random() < 0.5)
                            for _ in range(bs)])
@@ -71,3 +74,9 @@ def chain_batch(case: KernelCase) -> dict:
                     rng.randrange(2**31))))
     return {"draft_ids": ids, "num_drafts": num, "target_probs": target, "greedy": greedy,
             "draft_probs": None if k["deterministic"] else draft}
+
+
+def explicit_batch(lists: dict) -> dict:
+    dtypes = {"draft_ids": torch.int64, "num_drafts": torch.int64, "greedy": torch.bool}
+    return {name: None if v is None else torch.tensor(v, dtype=dtypes.get(name, torch.float32))
+            for name, v in lists.items()}

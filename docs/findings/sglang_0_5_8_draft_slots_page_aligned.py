@@ -1,0 +1,50 @@
+"""Finding: SGLang 0.5.6 to 0.5.12 give every draft branch but the first the wrong KV slots
+when all requests' lengths end exactly on a page boundary (page_size > 1, topk > 1).
+
+Law broken: kernel_kv_slots (harness/laws/kernel_kv_slots.py), check draft_out_cache_loc.
+Found by `python -m harness sweep --engine sglang-kernels` (release 0.5.8); the shrunk case:
+
+  python -m harness repro kernel_kv_slots --device cpu --config '{"engine":
+  "sglang-kernels@0.5.8", "knobs": {"bs": 1, "component": "draft_cache_locs", "lengths":
+  "page_aligned", "max_len": 1, "num_steps": 1, "page_size": 2, "pool_rows": 1, "topk": 2},
+  "law": "kernel_kv_slots", "seed": 0}'
+
+  entry 1 (request 0, branch 1, step 0): [3], reference [1]; seq_lens [2], topk 2, steps 1,
+  page 2
+
+What happens (0.5.8, sglang/srt/speculative/spec_utils.py, assign_draft_cache_locs): with
+pages per branch, out_cache_loc arrives holding, per branch, the partial prefix page's
+duplicate then the new slots; Part 3 of the kernel compacts it to the [bs, topk, steps]
+layout the draft steps read. Part 2 and Part 3 sit under one condition,
+`if page_size != 1 and topk != 1 and duplicate_cache_len > 0`, and duplicate_cache_len (the
+batch's total partial-page length) is 0 exactly when every length is a multiple of the page
+size. The copies are then rightly skipped, but so is the compaction: branch k >= 1 reads the
+slots of branch k's page as laid out for the writer, not the slots its own steps wrote. Its
+draft tokens attend to the wrong KV: acceptance drops, and with tree drafting its verify
+reads another branch's keys.
+
+Verdict: bug, gone upstream. 0.5.14 replaced the kernel: the paged per-branch layout is torch
+code in prepare_for_draft (sglang/srt/speculative/eagle_worker_common.py), and 0.5.14 to
+0.5.23 pass the law (sweep table, docs/adapters.md). No upstream issue or PR names the
+symptom; the rewrite removed its cause. Releases checked: 0.5.3 passes (its kernel copies
+the partial page in place and runs Part 3 whenever page_size > 1 and topk > 1; the
+`duplicate_cache_len > 0` guard came with the copy lists of later releases), 0.5.8 fails;
+the sweep's other releases pass (docs/findings/sweep-2026-11-26.md).
+
+Run: `python docs/findings/sglang_0_5_8_draft_slots_page_aligned.py [RELEASE]` (default
+0.5.8; exit 1 while it reproduces; the release is installed first when missing).
+Regression: tests/test_findings_kernels.py, a strict xfail on the releases it was reproduced
+on, where they are installed.
+"""
+from __future__ import annotations
+
+from harness.runners.kernel_findings import main
+
+LAW, ENGINE, FOUND_ON, SEED = "kernel_kv_slots", "sglang-kernels", "0.5.8", 0
+KNOBS = {"bs": 1, "component": "draft_cache_locs", "lengths": "page_aligned", "max_len": 1,
+         "num_steps": 1, "page_size": 2, "pool_rows": 1, "topk": 2}
+REPRODUCED_ON = ("0.5.8",)
+DEVICE = None  # the GPU when there is one, else the interpreter
+
+if __name__ == "__main__":
+    main(LAW, ENGINE, FOUND_ON, SEED, KNOBS, DEVICE)

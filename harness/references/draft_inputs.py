@@ -1,0 +1,48 @@
+"""The EAGLE drafter's inputs after a verify round, from the contract alone (protocol.py
+DRAFT_EXTEND_INPUTS / DRAFT_NEXT_TOKEN): plain loops over plain lists, no engine's code.
+
+A verify round runs request b's pending token (position seq_lens[b]) and its num_drafts[b]
+drafts; num_accepted[b] of the drafts are accepted, so v = num_accepted[b] + 1 tokens are
+verified (the pending token and the accepted drafts: their hidden states, with the tokens
+after them, feed the drafter's next forward)."""
+from __future__ import annotations
+
+
+def starts(widths: list[int]) -> list[int]:
+    """Exclusive prefix sums: where each request's run begins in a flat batch."""
+    out, at = [], 0
+    for w in widths:
+        out.append(at)
+        at += w
+    return out
+
+
+def draft_extend(seq_lens: list[int], num_drafts: list[int], num_accepted: list[int],
+                 layout: str) -> dict:
+    """positions: flat index -> position for the verified tokens only (padded layouts leave
+    the rejected drafts' entries undefined, so they are absent); last_token_indices: each
+    request's last verified token; source_indices (packed): flat index -> verify-batch index."""
+    verify_start = starts([n + 1 for n in num_drafts])
+    verified = [a + 1 for a in num_accepted]
+    start = verify_start if layout == "padded" else starts(verified)
+    positions, source = {}, {}
+    for b, (s, v) in enumerate(zip(seq_lens, verified)):
+        for i in range(v):
+            positions[start[b] + i] = s + i
+            source[start[b] + i] = verify_start[b] + i
+    return {"positions": positions,
+            "last_token_indices": [start[b] + v - 1 for b, v in enumerate(verified)],
+            "source_indices": source if layout == "packed" else None,
+            "total": sum(num_drafts) + len(num_drafts) if layout == "padded" else sum(verified)}
+
+
+def next_token(sampled: list[list[int]], discard: list[bool], backup: list[int]) -> dict:
+    """The token the drafter continues from: a kept row's last emitted token (tokens end at
+    the first -1), else the backup token; valid_count counts the emitted tokens (0 for a
+    discarded request)."""
+    tokens, counts = [], []
+    for row, drop, bk in zip(sampled, discard, backup):
+        emitted = [] if drop else row[:row.index(-1)] if -1 in row else list(row)
+        tokens.append(emitted[-1] if emitted else bk)
+        counts.append(len(emitted))
+    return {"next_token": tokens, "valid_count": counts}

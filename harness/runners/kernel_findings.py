@@ -1,0 +1,36 @@
+"""What a kernel finding script (docs/findings/<engine>_*.py) runs: its law on its recorded
+case, on the release named on its command line (default: the release it was found on),
+installed first when missing. Exit 1 while the finding reproduces, 0 when the law holds:
+`python docs/findings/vllm_0_9_zero_coin_accepts_zero_prob.py 0.11.0` tells whether a
+release has it."""
+from __future__ import annotations
+
+import sys
+
+from harness.laws.common import OracleFailure
+from harness.runners.kernel_suite import run_case
+from harness.strategies.kernel_inputs import KernelCase
+
+
+def reproduces(law: str, engine: str, seed: int, knobs: dict,
+               device: str | None = None) -> str | None:
+    """The law's failure on the case (its message), or None when the law holds there; on
+    the GPU when there is one (compiled Triton), else under the interpreter."""
+    from harness.kernel_adapters.registry import get_kernels
+    from harness.strategies.runs import default_device
+    device = device or default_device()
+    case = KernelCase(law=law, engine=engine, seed=seed, knobs=knobs)
+    try:
+        run_case(get_kernels(engine, device), case, device)
+    except OracleFailure as exc:
+        return str(exc)
+    return None
+
+
+def main(law: str, engine: str, found_on: str, seed: int, knobs: dict,
+         device: str | None = None) -> None:
+    release = sys.argv[1] if len(sys.argv) > 1 else found_on
+    failure = reproduces(law, f"{engine}@{release}", seed, knobs, device)
+    print(f"{engine}@{release}: " + (f"REPRODUCED {failure}" if failure
+                                     else f"{law} holds on the recorded case"))
+    sys.exit(1 if failure else 0)
