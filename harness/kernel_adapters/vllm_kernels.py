@@ -120,11 +120,11 @@ class VllmKernels:
         self.device = device
         if os.environ.get("TRITON_INTERPRET") == "1":
             _interpreter_log1p()
-        if device.startswith("cuda") or torch.cuda.is_available():
-            # On a CUDA machine (whatever the device asked for) vLLM's CUDA platform module
-            # imports its compiled op library (0.33: vllm._C_stable_libtorch, 92 MB), which
-            # a pack leaves out; no kernel under test calls it.
-            stub_package("vllm._C_stable_libtorch")
+        # On a machine with NVIDIA GPUs (NVML sees them even when CUDA_VISIBLE_DEVICES hides
+        # them) vLLM's CUDA platform module imports its compiled op library (0.33:
+        # vllm._C_stable_libtorch, 92 MB), which a pack leaves out and which cannot load
+        # without a driver; no kernel under test calls it. A loadable one is left alone.
+        stub_package("vllm._C_stable_libtorch")
         from vllm.v1.sample import metadata, rejection_sampler
         self._v1, self._meta = rejection_sampler, metadata.SamplingMetadata
         self._greedy_temp = float(getattr(rejection_sampler.GREEDY_TEMPERATURE, "value",
