@@ -4,34 +4,17 @@ law; the same adapter with one mistake a real kernel makes is rejected."""
 from __future__ import annotations
 
 import torch
-from hypothesis import HealthCheck, given, settings
 
 from harness.kernel_adapters.protocol import DEFAULT_ACCEPTS, Component
 from harness.laws.common import OracleFailure
-from harness.runners.kernel_suite import KERNEL_LAWS
+from harness.runners.kernel_suite import first_failure
 
 LAW = "kernel_draft_inputs"
 FOUND = 60  # examples a control may take to be caught
 
 
 def failure(kernels, examples: int = FOUND) -> OracleFailure | None:
-    """The first OracleFailure the law raises on `kernels` within `examples` draws."""
-    seen: list[OracleFailure] = []
-
-    @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
-              phases=KERNEL_LAWS[LAW].phases[:3], suppress_health_check=list(HealthCheck))
-    @given(case=KERNEL_LAWS[LAW].cases(kernels))
-    def run(case):
-        try:
-            KERNEL_LAWS[LAW].check(kernels, case)
-        except OracleFailure as exc:
-            seen.append(exc)
-            raise
-    try:
-        run()
-    except OracleFailure:
-        pass
-    return seen[0] if seen else None
+    return first_failure(LAW, kernels, examples)
 
 
 class LoopDraftInputs:

@@ -4,35 +4,17 @@ same loop made wrong the way a kernel's mask goes wrong by one is rejected."""
 from __future__ import annotations
 
 import torch
-from hypothesis import HealthCheck, given, settings
 
 from harness.kernel_adapters.protocol import DEFAULT_ACCEPTS, Component
 from harness.laws.common import OracleFailure
 from harness.laws.kernel_draft_kv_indices import LAW
+from harness.runners.kernel_suite import first_failure
 
 FOUND = 60  # examples a control may take to be caught
 
 
 def failure(kernels, examples: int = FOUND) -> OracleFailure | None:
-    """The first OracleFailure the law raises on `kernels` within `examples` draws (as
-    tests/test_kernel_law_controls.py's helper, for this one law)."""
-    seen: list[OracleFailure] = []
-
-    @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
-              phases=LAW.phases[:3],
-              suppress_health_check=list(HealthCheck))
-    @given(case=LAW.cases(kernels))
-    def run(case):
-        try:
-            LAW.check(kernels, case)
-        except OracleFailure as exc:
-            seen.append(exc)
-            raise
-    try:
-        run()
-    except OracleFailure:
-        pass
-    return seen[0] if seen else None
+    return first_failure(LAW.name, kernels, examples)
 
 
 class LoopKernels:

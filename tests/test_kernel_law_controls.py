@@ -7,11 +7,10 @@ import kernels._triton_env  # noqa: F401,I001  (before triton)
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
 
 from harness.kernel_adapters.specdec_kernels import SpecdecKernels
 from harness.laws.common import OracleFailure
-from harness.runners.kernel_suite import KERNEL_LAWS
+from harness.runners.kernel_suite import KERNEL_LAWS, first_failure
 from harness.strategies.kernel_inputs import KernelCase
 from harness.strategies.runs import default_device
 
@@ -20,23 +19,7 @@ DEVICE = default_device()  # compiled Triton on a GPU, the interpreter on CPU
 
 
 def failure(law: str, kernels, examples: int = FOUND) -> OracleFailure | None:
-    """The first OracleFailure the law raises on `kernels` within `examples` draws."""
-    seen: list[OracleFailure] = []
-
-    @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
-              phases=KERNEL_LAWS[law].phases[:3], suppress_health_check=list(HealthCheck))
-    @given(case=KERNEL_LAWS[law].cases(kernels))
-    def run(case):
-        try:
-            KERNEL_LAWS[law].check(kernels, case)
-        except OracleFailure as exc:
-            seen.append(exc)
-            raise
-    try:
-        run()
-    except OracleFailure:
-        pass
-    return seen[0] if seen else None
+    return first_failure(law, kernels, examples)
 
 
 class PositionsOffByOne(SpecdecKernels):

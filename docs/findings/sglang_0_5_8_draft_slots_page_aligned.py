@@ -18,15 +18,19 @@ duplicate then the new slots; Part 3 of the kernel compacts it to the [bs, topk,
 layout the draft steps read. Part 2 and Part 3 sit under one condition,
 `if page_size != 1 and topk != 1 and duplicate_cache_len > 0`, and duplicate_cache_len (the
 batch's total partial-page length) is 0 exactly when every length is a multiple of the page
-size. The copies are then rightly skipped, but so is the compaction: branch k >= 1 reads the
-slots of branch k's page as laid out for the writer, not the slots its own steps wrote. Its
-draft tokens attend to the wrong KV: acceptance drops, and with tree drafting its verify
-reads another branch's keys.
+size. The copies are then rightly skipped, but so is the compaction: out_cache_loc keeps the
+allocator's page-padded layout, so entry [b, k, s] for k >= 1 names a slot of the previous
+branch's page padding (with bs > 1, another request's), and draft step s writes its KV
+there.
 
-Verdict: bug, gone upstream. 0.5.14 replaced the kernel: the paged per-branch layout is torch
-code in prepare_for_draft (sglang/srt/speculative/eagle_worker_common.py), and 0.5.14 to
-0.5.23 pass the law (sweep table, docs/adapters.md). No upstream issue or PR names the
-symptom; the rewrite removed its cause. Releases checked: 0.5.3 passes (its kernel copies
+Verdict: bug, gone upstream. It affects the v1 EAGLEWorker path with topk > 1 and
+page_size > 1 from 0.5.6 to 0.5.12 (the prefix-tail copy lists came with PR #7725); the v1
+worker was removed in 0.5.13, and from 0.5.14 the paged per-branch layout is torch code in
+prepare_for_draft (sglang/srt/speculative/eagle_worker_common.py): 0.5.14 to 0.5.23 pass
+the law. SGLang 0.5.8's own reader (generate_draft_decode_kv_indices) reads branch k at the
+contract's slots, so the drafter writes KV where it does not read it: acceptance drops,
+outputs stay lossless (the target verifies). No upstream issue or PR names the symptom;
+the rewrite removed its cause. Releases checked: 0.5.3 passes (its kernel copies
 the partial page in place and runs Part 3 whenever page_size > 1 and topk > 1; the
 `duplicate_cache_len > 0` guard came with the copy lists of later releases), 0.5.8 fails;
 the sweep's other releases pass (docs/findings/sweep-2026-11-26.md).

@@ -17,8 +17,10 @@ What happens (0.9.0, vllm/v1/sample/rejection_sampler.py): the random kernel acc
 enough at serving scale to emit tokens outside the target's support (after top-k/top-p, a
 filtered-out token).
 
-Verdict: bug, fixed in 0.11.0: generate_uniform_probs draws float64 coins ("there's a
-non-negligible chance that uniform_prob is sampled to be exact 0.0", pytorch/pytorch#16706).
+Verdict: bug, fixed upstream by vllm-project/vllm PR #23803 ("[BugFix][Spec Decode] Use
+float64 for uniform_probs", merged 2025-08-28; first in a swept release with 0.11.0):
+generate_uniform_probs draws float64 coins ("there's a non-negligible chance that
+uniform_prob is sampled to be exact 0.0", pytorch/pytorch#16706).
 The comparison is unchanged, so a coin of exactly 0.0 (now once in 2^53) would still accept;
 the law's explicit example no longer reaches it because the float64 draw of this seed is not
 0. Releases 0.11.0 to 0.33.0 pass (sweep table, docs/adapters.md).

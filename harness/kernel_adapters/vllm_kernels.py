@@ -21,8 +21,10 @@ sampled rows and takes the argmax for greedy rows (MRV2 samples it itself); outp
 emitted tokens become -1 (V1 already pads with -1, MRV2 leaves them undefined)."""
 from __future__ import annotations
 
+import ast
 import dataclasses
 import importlib
+import importlib.util
 import inspect
 import os
 
@@ -71,6 +73,55 @@ def _log1p(x):
     return tl.where(u == 1.0, x, tl.log(u) * (x / tl.where(u == 1.0, 1.0, u - 1.0)))
 
 
+# MRV2's drafter-prefill kernel, newest home first: (module, name) per release range.
+MRV2_PREPARE = ((f"{MRV2}.target_dependent_ar.speculator", "_prepare_prefill_inputs_kernel"),
+                (f"{MRV2}.autoregressive.speculator", "_prepare_prefill_inputs_kernel"),
+                (f"{MRV2}.eagle.speculator", "_prepare_eagle_inputs_kernel"),
+                (f"{MRV2}.eagle", "_prepare_eagle_inputs_kernel"))
+
+
+def _kernel_from_source(module: str, name: str):
+    """The Triton kernel `name`, compiled from `module`'s own file without running the
+    module: MRV2's speculator modules import the model loader and with it packages no
+    kernel uses and the locks leave out (einops at 0.33; openai, llguidance at 0.13). The
+    kernel's body reads only tl, and Triton reads its source from the file (the node keeps
+    its line numbers). The file is found under MRV2's package without importing the packages
+    between (0.13's `spec_decode.eagle` is eagle.py itself, which imports the loader). None
+    where this release lacks the file or the kernel."""
+    try:  # spec_decode/__init__ is light: init_speculator, torch and config
+        package = importlib.util.find_spec(MRV2)
+    except ModuleNotFoundError:  # before 0.13: no vllm.v1.worker.gpu
+        return None
+    if package is None:
+        return None
+    base = os.path.join(package.submodule_search_locations[0],
+                        *module.removeprefix(MRV2 + ".").split("."))
+    origin = next((f for f in (base + ".py", os.path.join(base, "__init__.py"))
+                   if os.path.isfile(f)), None)
+    if origin is None:
+        return None
+    with open(origin, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), origin)
+    node = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name),
+                None)
+    if node is None:
+        return None
+    scope = {"triton": triton, "tl": tl}
+    exec(compile(ast.Module([node], type_ignores=[]), origin, "exec"), scope)
+    return scope[name]
+
+
+def _find_mrv2_prepare():
+    """0.33 _prepare_prefill_inputs_kernel (target_dependent_ar; 0.25-0.29 autoregressive),
+    0.13-0.21 _prepare_eagle_inputs_kernel; None before 0.13. The releases rename the
+    drafter's buffers (eagle_* -> draft_*), so the adapter passes arguments by name."""
+    for module, name in MRV2_PREPARE:
+        found = _kernel_from_source(module, name)
+        if found:
+            return found
+    return None
+
+
 def _interpreter_log1p() -> None:
     """MRV2 (0.25+) calls `libdevice.log1p`, which Triton's interpreter has no body for;
     give it one (accurate for tiny x, where Gumbel tails live). vLLM's code is untouched."""
@@ -114,7 +165,9 @@ class VllmKernels:
     accepts = {**DEFAULT_ACCEPTS, "ragged_drafts": True, "greedy_rows": True,
                "deterministic_draft": True, "variants": ("classic", "mrv2", "mrv2-block"),
                # MRV2's probabilistic sampler is the same min(1, p/q) rule as V1's.
-               "ratio_variants": ("classic", "mrv2"), "draft_extend_layouts": ("padded",)}
+               "ratio_variants": ("classic", "mrv2"),
+               # "padded-mrv2": MRV2's drafter-prefill kernel, the padded layout again.
+               "draft_extend_layouts": ("padded", "padded-mrv2")}
 
     def __init__(self, device: str = "cpu") -> None:
         self.device = device
@@ -247,15 +300,17 @@ class VllmKernels:
     def _find_draft_input_kernels(self) -> None:
         """0.13+: the padded-batch kernels (eagle_prepare_inputs_padded_kernel,
         eagle_prepare_next_token_padded_kernel); 0.9: the packed gather
-        (prepare_eagle_input_kernel); 0.11 does both in torch (eagle.py)."""
+        (prepare_eagle_input_kernel); 0.11 does both in torch (eagle.py). Model Runner V2
+        (0.13+) has its own padded kernel ("padded-mrv2", _find_mrv2_prepare)."""
         utils = "vllm.v1.spec_decode.utils"
         padded = _optional(utils, "eagle_prepare_inputs_padded_kernel")
         nxt = _optional(utils, "eagle_prepare_next_token_padded_kernel")
         packed = _optional(utils, "prepare_eagle_input_kernel")
         self._padded, self._next = padded and padded[0], nxt and nxt[0]
         self._packed = packed and packed[0]
+        self._mrv2_prepare = _find_mrv2_prepare()
         why = dict(self.why_not)
-        if not (self._padded or self._packed):
+        if not (self._padded or self._packed or self._mrv2_prepare):
             why[Component.DRAFT_EXTEND_INPUTS] = (
                 "this release has no draft-input kernel: EagleProposer.prepare_inputs builds "
                 "the token indices in torch (v1/spec_decode/eagle.py)")
@@ -266,13 +321,19 @@ class VllmKernels:
         self.why_not = why
         self.components = frozenset(self.components) - set(why)
         self.accepts = {**self.accepts, "draft_extend_layouts": tuple(
-            name for name, ok in (("padded", self._padded), ("packed", self._packed)) if ok)}
+            name for name, ok in (("padded", self._padded), ("packed", self._packed),
+                                  ("padded-mrv2", self._mrv2_prepare)) if ok)}
 
     def draft_extend_inputs(self, seq_lens, num_drafts, num_accepted, layout):
         """Padded (0.13+): the kernel's token_indices_to_sample from cu_num_draft_tokens
         (inclusive), valid_sampled_tokens_count (accepted + 1) and query_start_loc, as
         prepare_inputs_padded calls it; positions stay the target's (no kernel). Packed
         (0.9): token_indices from cu_target_query_lens and cu_num_tokens (prepare_inputs)."""
+        if layout not in self.accepts["draft_extend_layouts"]:  # e.g. MRV2's before 0.13
+            raise ValueError(f"vllm {self.version()} has no draft-input layout {layout!r}; "
+                             f"it has {self.accepts['draft_extend_layouts']}")
+        if layout == "padded-mrv2":
+            return self._mrv2_extend(seq_lens, num_drafts, num_accepted)
         i32 = lambda x: x.to(torch.int32).to(self.device)  # noqa: E731
         bs = num_drafts.shape[0]
         zero = torch.zeros(1, dtype=torch.int64)
@@ -288,6 +349,48 @@ class VllmKernels:
         out = torch.empty(int(cu_tokens[-1]), dtype=torch.int32, device=self.device)
         self._packed[(bs,)](out, i32(cu_query), i32(cu_tokens), BLOCK_SIZE=1024)
         return {"positions": None, "last_token_indices": None, "source_indices": out.cpu()}
+
+    def _mrv2_extend(self, seq_lens, num_drafts, num_accepted):
+        """MRV2, as its speculator's prepare_eagle_inputs / prepare_prefill_inputs call it
+        after the round: the target's batch (query_start_loc, positions, input ids, seq_lens
+        after the round), num_sampled = accepted + 1 and num_rejected = drafts - accepted
+        (get_num_sampled_and_rejected), last_sampled / next_prefill_tokens per request state
+        through idx_mapping. The drafter's input ids (the target's shifted by one, the
+        sampled token last) have no slot in the form; they are not returned."""
+        bs, total = num_drafts.shape[0], int((num_drafts + 1).sum())
+        slots = bs + 2  # max_num_reqs: the kernel pads the slots past num_reqs
+        dev, i32 = self.device, torch.int32
+        idx = lambda x, t=i32: x.to(t).contiguous().to(dev)  # noqa: E731
+        zero = torch.zeros(1, dtype=torch.int64)
+        verify_pos = torch.cat([s + torch.arange(n + 1) for s, n in
+                                zip(seq_lens.tolist(), num_drafts.tolist())])
+        args = {  # outputs get sentinels, so entries the kernel leaves stay visible
+            "last_token_indices": torch.full((slots,), -7, dtype=torch.int64, device=dev),
+            "draft_current_step": torch.full((1,), 9, dtype=torch.int64, device=dev),
+            "draft_input_ids": torch.full((total,), -7, dtype=i32, device=dev),
+            "draft_positions": torch.full((total,), -7, dtype=torch.int64, device=dev),
+            "draft_query_start_loc": torch.full((slots + 1,), -7, dtype=i32, device=dev),
+            "draft_seq_lens": torch.full((slots,), -7, dtype=i32, device=dev),
+            "target_input_ids": idx(torch.arange(total) + 100),
+            "target_positions": idx(verify_pos, torch.int64),
+            # Request b's state sits in slot bs - 1 - b, so a lookup by batch index shows.
+            "idx_mapping": idx(torch.arange(bs - 1, -1, -1)),
+            "last_sampled": idx(torch.arange(slots) + 50, torch.int64),
+            "next_prefill_tokens": idx(torch.arange(slots) + 70),
+            "num_sampled": idx(num_accepted + 1), "num_rejected": idx(num_drafts - num_accepted),
+            "query_start_loc": idx(torch.cat([zero, (num_drafts + 1).cumsum(0)])),
+            "seq_lens": idx(seq_lens + num_drafts + 1), "max_num_reqs": slots}
+        kernel = self._mrv2_prepare
+        names = [n for n in kernel.arg_names if n != "BLOCK_SIZE"]
+        canon = [n.removesuffix("_ptr").replace("eagle_current_draft_step", "draft_current_step")
+                 .replace("eagle_", "draft_") for n in names]
+        if set(canon) - set(args):
+            raise TypeError(f"{kernel.fn.__name__}{tuple(names)}: the adapter has no "
+                            f"{sorted(set(canon) - set(args))}; teach it this release's kernel")
+        kernel[(bs,)](*[args[c] for c in canon], BLOCK_SIZE=1024)
+        return {"positions": args["draft_positions"].cpu(),
+                "last_token_indices": args["last_token_indices"][:bs].cpu(),
+                "source_indices": None}
 
     def draft_next_token(self, sampled, discard, backup, vocab_size):
         """As prepare_next_token_ids_padded calls it: int32 sampled rows, a bool mask."""

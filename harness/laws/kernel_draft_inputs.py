@@ -4,7 +4,9 @@ round verified, where the contract puts it (harness/references/draft_inputs.py):
 
 - draft extend inputs: request b's v = num_accepted[b] + 1 verified tokens (its pending
   token and accepted drafts) at positions seq_lens[b] + i, laid out "padded" (the verify
-  batch's own layout, rejected drafts left in place) or "packed" (back to back);
+  batch's own layout, rejected drafts left in place) or "packed" (back to back); a layout
+  named "<layout>-<kernel>" is that layout made by another of the engine's kernels (vLLM's
+  "padded-mrv2": Model Runner V2's beside V1's), held to the same contract;
   last_token_indices[b] = the flat index of its last verified token (where the next draft
   token is sampled); packed source_indices = the verify-batch index of each token. Every
   output the kernel makes is checked; padded entries past v are padding (not checked).
@@ -69,7 +71,8 @@ def _extend(kernels, case: KernelCase) -> int:
     layout = case.knobs["layout"]
     t = lambda x: torch.tensor(x, dtype=torch.int64)  # noqa: E731
     got = kernels.draft_extend_inputs(t(seq), t(drafts), t(accepted), layout)
-    want = R.draft_extend(seq, drafts, accepted, layout)
+    # "<layout>-<kernel>": another kernel of the same layout, so the same reference.
+    want = R.draft_extend(seq, drafts, accepted, layout.split("-")[0])
     where = (f"seq_lens {seq}, num_drafts {drafts}, num_accepted {accepted}, layout {layout}")
     outs = {key: _list(got.get(key)) for key in ("positions", "last_token_indices",
                                                   "source_indices")}

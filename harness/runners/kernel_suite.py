@@ -73,6 +73,27 @@ def law_test(law: str, kernels, device: str, max_examples: int):
                                            HealthCheck.data_too_large])(test)
 
 
+def first_failure(law: str, kernels, examples: int) -> OracleFailure | None:
+    """The first OracleFailure the law raises on `kernels` within `examples` derandomized
+    draws, unshrunk: what a negative control asks (tests/test_kernel_*controls*.py)."""
+    seen: list[OracleFailure] = []
+
+    @settings(max_examples=examples, deadline=None, database=None, derandomize=True,
+              phases=KERNEL_LAWS[law].phases[:3], suppress_health_check=list(HealthCheck))
+    @given(case=KERNEL_LAWS[law].cases(kernels))
+    def run(case):
+        try:
+            KERNEL_LAWS[law].check(kernels, case)
+        except OracleFailure as exc:
+            seen.append(exc)
+            raise
+    try:
+        run()
+    except OracleFailure:
+        pass
+    return seen[0] if seen else None
+
+
 class Report:
     """One law on one adapter: examples run, failures, or why it does not apply."""
 
