@@ -86,9 +86,25 @@ def group_multi_gpu(config, items, gpus: int | None = None) -> int:
 
 
 def make_scheduler(config, log, gpus: int | None = None):
-    """The controller's scheduler: LoadGroupScheduling in place of `load` on a multi-GPU
-    host; None (xdist's own choice) otherwise."""
-    if multi_gpu_host(gpus) and getattr(config.option, "dist", "no") == "load":
+    """The controller's scheduler in place of `load`: LoadGroupScheduling on a multi-GPU
+    host; on CPU, WorkStealingScheduling (xdist 3.2+): `load` hands out the tests in fixed
+    batches, so on 2 cores a worker can end its batch on the slow engine tests while the
+    other idles, and an idle worker now takes over half of the other's queue; None (xdist's
+    own choice) on one GPU."""
+    if getattr(config.option, "dist", "no") != "load":
+        return None
+    if multi_gpu_host(gpus):
         from xdist.scheduler import LoadGroupScheduling
         return LoadGroupScheduling(config, log)
+    if _gpu_count(gpus) == 0:
+        import xdist.scheduler
+        steal = getattr(xdist.scheduler, "WorkStealingScheduling", None)
+        return steal and steal(config, log)
     return None
+
+
+def _gpu_count(gpus: int | None) -> int:
+    if gpus is None:
+        import torch
+        gpus = torch.cuda.device_count()
+    return gpus
