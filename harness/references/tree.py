@@ -64,6 +64,15 @@ def build_tree(parent_list_row, top_scores_index_row, topk: int, spec_steps: int
         depth.append(d)
         mask.append(row)
 
+    next_token, next_sibling = child_links(parents)
+    return {"parents": parents, "depth": depth, "mask": mask,
+            "next_token": next_token, "next_sibling": next_sibling}
+
+
+def child_links(parents: list) -> tuple[list[int], list[int]]:
+    """next_token / next_sibling of a parent list: each node's first child, each child's next
+    sibling, children in ascending node order."""
+    ndt = len(parents)
     next_token, next_sibling = [-1] * ndt, [-1] * ndt
     for p in range(ndt):
         kids = [c for c in range(1, ndt) if parents[c] == p]
@@ -71,8 +80,7 @@ def build_tree(parent_list_row, top_scores_index_row, topk: int, spec_steps: int
             next_token[p] = kids[0]
             for a, b in zip(kids, kids[1:]):
                 next_sibling[a] = b
-    return {"parents": parents, "depth": depth, "mask": mask,
-            "next_token": next_token, "next_sibling": next_sibling}
+    return next_token, next_sibling
 
 
 def full_mask_flat(masks: list, seq_lens, ndt: int) -> list[bool]:

@@ -45,19 +45,6 @@ def dyadic(rng: random.Random, support: list[int], vocab: int, zeros: float) -> 
     return [x / total for x in w]
 
 
-def links(parents: list) -> tuple[list[int], list[int]]:
-    """next_token / next_sibling of a parent list, children in ascending node order."""
-    ndt = len(parents)
-    nxt, sib = [-1] * ndt, [-1] * ndt
-    for p in range(ndt):
-        kids = [c for c in range(1, ndt) if parents[c] == p]
-        if kids:
-            nxt[p] = kids[0]
-            for a, b in zip(kids, kids[1:]):
-                sib[a] = b
-    return nxt, sib
-
-
 def draw_row(rng: random.Random, k: dict) -> dict:
     """One request: {parents, cand, p} (p[t] the target distribution at node t)."""
     V = k["vocab"]
@@ -92,7 +79,7 @@ def tree_rows(case: KernelCase) -> list[dict]:
 def tree_batch(rows: list[dict]) -> dict:
     """The harness-side tensors of rows sharing one ndt and vocabulary."""
     ndt = len(rows[0]["parents"])
-    lk = [links(r["parents"]) for r in rows]
+    lk = [T.child_links(r["parents"]) for r in rows]
     t64 = lambda x: torch.tensor(x, dtype=torch.int64)  # noqa: E731
     return {"candidates": t64([r["cand"] for r in rows]),
             "retrieve_index": t64([[b * ndt + t for t in range(ndt)] for b in range(len(rows))]),
