@@ -7,14 +7,11 @@ from collections import Counter
 import time
 from dataclasses import dataclass, field
 
-from hypothesis.errors import Unsatisfiable
-from hypothesis import HealthCheck, Phase, assume, given, seed, settings
+from hypothesis import settings
 
-from harness.laws.common import OracleFailure
-from harness.runners.fresh_cases import PassedCases
+from harness.runners.chunks import PassedCases, run_chunk
 from harness.runners.suite import LAWS, runnable
 
-CHUNK = 2  # examples per Hypothesis run; the budget is checked between runs
 
 
 @dataclass
@@ -40,37 +37,16 @@ def repro_command(prop: str, cfg, device: str) -> str:
 def _run_chunk(name: str, report: PropertyReport, chunk_seed: int, device: str,
                profile: settings):
     law = LAWS[name]
-    last, failing = [], []
-
-    @seed(chunk_seed)
-    @settings(profile, max_examples=CHUNK, database=None, deadline=None, print_blob=False,
-              report_multiple_bugs=False,
-              phases=[p for p in law.phases if p in (Phase.generate, Phase.shrink)],
-              suppress_health_check=list(HealthCheck))
-    @given(cfg=law.strategy(device.startswith("cuda"), {}))
-    def run(cfg):
-        assume(report.passed.new(cfg))
-        if not runnable(cfg, device):  # tensor parallel: too few GPUs here
-            report.skipped += 1
-            return
-        last.append(cfg)
-        try:
-            law.prop(cfg, device)
-        except Exception:
-            failing.append(cfg)
-            raise
-        report.passed.add(cfg)
-
-    try:
-        run()
-    except Unsatisfiable:  # every case the strategy can draw has passed already
-        report.exhausted = True
-    except (OracleFailure, AssertionError, Exception) as exc:  # noqa: B014 - report every kind
-        # Hypothesis replays the minimal failing example last.
-        report.failures.append((failing[-1] if failing else None, exc))
-    report.examples += len(last)
-    report.covered.update(getattr(c, "axes", repr(c)) for c in last)
-    report.corners.update(tag for c in last for tag in getattr(c, "corners", ()))
+    got = run_chunk(law.strategy(device.startswith("cuda"), {}),
+                    lambda cfg: law.prop(cfg, device), chunk_seed=chunk_seed, profile=profile,
+                    phases=law.phases, passed=report.passed,
+                    runnable=lambda cfg: runnable(cfg, device))  # TP: too few GPUs here
+    report.exhausted = got.exhausted
+    report.skipped += got.skipped
+    report.failures += [got.failure] if got.failure else []
+    report.examples += len(got.seen)
+    report.covered.update(getattr(c, "axes", repr(c)) for c in got.seen)
+    report.corners.update(tag for c in got.seen for tag in getattr(c, "corners", ()))
 
 
 def check(budget: float, device: str, profile: settings, out=sys.stdout) -> int:

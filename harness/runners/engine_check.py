@@ -7,16 +7,12 @@ from __future__ import annotations
 import sys
 import time
 
-from hypothesis.errors import Unsatisfiable
-from hypothesis import HealthCheck, Phase, assume, given, seed, settings
-
 from harness.adapters.registry import default_adapter
-from harness.runners.fresh_cases import PassedCases
+from harness.runners.chunks import PassedCases, run_chunk
 from harness.strategies.engine_cases import include_known
 from harness.runners.engine_suite import (ENGINE_LAWS, WHITE_BOX, not_applicable, phases,
                                           repro_command, run_case)
 
-CHUNK = 2  # examples per Hypothesis run; the budget is checked between runs
 
 
 class LawReport:
@@ -35,37 +31,13 @@ class LawReport:
 
 def _chunk(rep: LawReport, engine: str, device: str, chunk_seed: int, profile,
            passed: PassedCases) -> None:
-    law, seen, failing = ENGINE_LAWS[rep.name], [], []
-
-    @seed(chunk_seed)
-    @settings(profile, max_examples=CHUNK, database=None, deadline=None, print_blob=False,
-              report_multiple_bugs=False,
-              phases=[p for p in phases(rep.name) if p in (Phase.generate, Phase.shrink)],
-              suppress_health_check=list(HealthCheck))
-    @given(case=law.cases(engine, device))
-    def run(case):
-        assume(passed.new(case))
-        seen.append(case)
-        try:
-            run_case(rep.name, case, device)
-        except Exception:
-            failing.append(case)
-            raise
-        passed.add(case)
-
-    try:
-        run()
-    except Unsatisfiable:  # every case the strategy can draw has passed already
-        rep.exhausted = True
-    except Exception as exc:  # noqa: BLE001 - every kind is a failure to report
-        inner = getattr(exc, "exceptions", None)  # Hypothesis's Flaky groups what it saw
-        if inner:
-            exc = inner[0]
-            exc.add_note("flaky: it passed when Hypothesis replayed it in the same process "
-                         "(state the engine keeps across calls?)")
-        rep.failures.append((failing[-1] if failing else None, exc))
-    rep.examples += len(seen)
-    rep.covered.update(c.axes for c in seen)
+    got = run_chunk(ENGINE_LAWS[rep.name].cases(engine, device),
+                    lambda case: run_case(rep.name, case, device), chunk_seed=chunk_seed,
+                    profile=profile, phases=phases(rep.name), passed=passed)
+    rep.exhausted = got.exhausted
+    rep.failures += [got.failure] if got.failure else []
+    rep.examples += len(got.seen)
+    rep.covered.update(c.axes for c in got.seen)
 
 
 def sweep(engine: str, budget: float, device: str, profile, names=None) -> list[LawReport]:

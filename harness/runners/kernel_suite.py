@@ -13,17 +13,15 @@ import json
 import sys
 import time
 
-from hypothesis.errors import Unsatisfiable
-from hypothesis import HealthCheck, Phase, assume, example, given, seed, settings
+from hypothesis import HealthCheck, example, given, settings
 
 from harness.laws.common import OracleFailure
 from harness.laws.index import kernel
-from harness.runners.fresh_cases import PassedCases
+from harness.runners.chunks import PassedCases, run_chunk
 from harness.strategies.kernel_inputs import KernelCase
 
 KERNEL_LAWS = kernel()
 CPU_EXAMPLES = 4   # per law and engine in plain pytest on CPU
-CHUNK = 2          # examples per Hypothesis run in `check` (the budget is read between runs)
 
 
 def not_applicable(law: str, kernels) -> str | None:
@@ -111,8 +109,9 @@ class Report:
 
 def run_law(kernels, law: str, device: str, budget: float, max_examples: int | None = None,
             profile=None) -> Report:
-    """The law's explicit examples, then chunks of CHUNK drawn examples until the budget (or
-    max_examples) is spent or one fails; a drawn failure is shrunk to its minimal case."""
+    """The law's explicit examples, then chunks of drawn examples (harness/runners/chunks.py)
+    until the budget (or max_examples) is spent or one fails; a drawn failure is shrunk to
+    its minimal case."""
     rep = Report(law, not_applicable(law, kernels))
     t0, chunk, passed = time.perf_counter(), 0, PassedCases()
     for case in [] if rep.na else explicit_cases(law, kernels):
@@ -124,31 +123,12 @@ def run_law(kernels, law: str, device: str, budget: float, max_examples: int | N
             break
     while not (rep.na or rep.failures or rep.exhausted) and time.perf_counter() - t0 < budget and (
             max_examples is None or rep.examples < max_examples):
-        seen, failing = [], []
-
-        @seed(7000 + chunk)
-        @settings(profile or settings.default, max_examples=CHUNK, database=None,
-                  deadline=None, print_blob=False, report_multiple_bugs=False,
-                  phases=[p for p in KERNEL_LAWS[law].phases
-                          if p in (Phase.generate, Phase.shrink)],
-                  suppress_health_check=list(HealthCheck))
-        @given(case=KERNEL_LAWS[law].cases(kernels))
-        def run(case):
-            assume(passed.new(case))
-            seen.append(case)
-            try:
-                run_case(kernels, case, device)
-            except Exception:
-                failing.append(case)
-                raise
-            passed.add(case)
-        try:
-            run()
-        except Unsatisfiable:  # every case the strategy can draw has passed already
-            rep.exhausted = True
-        except Exception as exc:  # noqa: BLE001 - every kind is a failure to report
-            rep.failures.append((failing[-1] if failing else None, exc))
-        rep.examples += len(seen)
+        got = run_chunk(KERNEL_LAWS[law].cases(kernels),
+                        lambda case: run_case(kernels, case, device), chunk_seed=7000 + chunk,
+                        profile=profile, phases=KERNEL_LAWS[law].phases, passed=passed)
+        rep.exhausted = got.exhausted
+        rep.failures += [got.failure] if got.failure else []
+        rep.examples += len(got.seen)
         chunk += 1
     rep.seconds = time.perf_counter() - t0
     return rep
