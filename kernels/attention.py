@@ -287,18 +287,22 @@ def paged_attention_ref(q, k_buffer, v_buffer, page_table, row_seq, row_kv_len, 
     pages = page_table.long()[row_seq.long()]  # [R, max_pages]
     page_idx = (pos // page_size).clamp(max=pages.shape[1] - 1).expand(R, -1)
     slots = pages.gather(1, page_idx) * page_size + pos % page_size
-    slots = torch.where(valid, slots, torch.zeros_like(slots))
-    k = k_buffer[slots].float().repeat_interleave(Hq // Hkv, dim=2)  # [R, L, Hq, D]
-    v = v_buffer[slots].float().repeat_interleave(Hq // Hkv, dim=2)
-    scores = torch.einsum("rhd,rlhd->rhl", q.float(), k) * sm_scale
 
     m_off = row_mask_offset.long()[:, None]
     m_start = row_mask_start.long()[:, None]
     flat_mask = custom_mask.reshape(-1)
     midx = (m_off + pos - m_start).clamp(0, flat_mask.numel() - 1)
     visible = valid & ((m_off < 0) | (pos < m_start) | flat_mask[midx])
-    scores = scores.masked_fill(~visible[:, None, :], float("-inf"))
-    v = v.masked_fill(~visible[:, :, None, None], 0.0)  # unread slots may hold NaN garbage
+    slots = torch.where(visible, slots, torch.zeros_like(slots))
+    # Grouped-query heads as [R, Hkv, group, D] against each KV head once: the KV is never
+    # repeated per query head (on CPU this function is the engine's attention, run in every
+    # forward of the suite).
+    group = Hq // Hkv
+    k = k_buffer[slots].float().transpose(1, 2)  # [R, Hkv, L, D]
+    v = v_buffer[slots].float()
+    v = v.masked_fill(~visible[:, :, None, None], 0.0).transpose(1, 2)  # unread slots: NaN garbage
+    scores = torch.matmul(q.float().view(R, Hkv, group, D), k.transpose(-1, -2)) * sm_scale
+    scores = scores.masked_fill(~visible[:, None, None, :], float("-inf"))  # [R, Hkv, group, L]
     # A row with no visible position gives NaN in softmax; its output is defined as zeros.
     probs = torch.softmax(scores, dim=-1).nan_to_num(0.0)
-    return torch.einsum("rhl,rlhd->rhd", probs, v).to(q.dtype)
+    return torch.matmul(probs, v).reshape(R, Hq, D).to(q.dtype)

@@ -9,6 +9,7 @@ from harness.laws.eager_vs_graph import check_eager_graph_bitwise
 from harness.strategies.runs import default_device, make_prompts
 from specdec import Engine, SpecConfig
 from specdec.trace import TraceRecorder
+from specdec.validate import reserve_margin
 
 DEVICE = default_device()
 DTYPES = ["float32", "bfloat16"] if DEVICE == "cuda" else ["float32"]
@@ -20,8 +21,12 @@ def spec_for(topk, steps):
 
 
 def engine(spec, page_size, dtype, **kw):
+    # Prompts of at most 16 tokens and at most 16 new ones here: a context no longer than the
+    # runs need (the page table's width is what the CPU reference attention reads per row).
+    context = 32 + reserve_margin(spec, page_size, overlap=True)
     return Engine(model="tiny", spec=spec, draft=kw.pop("draft", "eagle"), page_size=page_size,
-                  device=DEVICE, dtype=dtype, max_batch=20, cuda_graph_bs=GRAPH_BS, **kw)
+                  device=DEVICE, dtype=dtype, max_batch=20, cuda_graph_bs=GRAPH_BS,
+                  max_context=context, **kw)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -1,9 +1,11 @@
 """A process that built a tensor-parallel engine exits within seconds, however it ends
 (specdec/tp/group.py): each ending runs in a subprocess of its own, timed from the outside.
-Every bound is measured from the event it bounds: from the moment the script starts building
-its first engine (it prints "building" with its monotonic clock, which is system-wide), not
-from process start; starting Python and importing torch under a loaded host is bounded only
-against a hang (STARTUP_BOUND_S).
+Every bound is measured from the event it bounds, on the monotonic clock the script prints
+(system-wide, so the test and the script share it): an exit from the moment the script's
+work is done, a worker's failure named from the moment the worker ended (the signal sent to
+it, or its own last line). Starting Python, importing torch and building the engines (which
+waits for the GPU locks and the group's rendezvous) are bounded only against a hang
+(STARTUP_BOUND_S, BUILD_BOUND_S): under load they take what they take.
 
 CPU: gloo, two processes. CUDA (marked multi_gpu, skipped with fewer than 2 GPUs): the same
 endings over NCCL. A worker that crashes or hangs is done to it from here (SIGKILL,
@@ -23,8 +25,9 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STARTUP_BOUND_S = 120.0  # process start to "building": imports only, a hang guard
-EXIT_BOUND_S = 30.0   # from "building" to the process's exit
-NAMED_BOUND_S = 10.0  # a worker's failure named on rank 0
+BUILD_BOUND_S = 120.0    # "building" to the engines running: builds, locks, rendezvous; a hang guard
+EXIT_BOUND_S = 30.0      # from the script's work done (or the signal) to the process's exit
+NAMED_BOUND_S = 10.0     # from a worker's end to rank 0 naming it
 HANG_S = 3            # heartbeat silence after which rank 0 calls a worker hung (this test)
 END_WAIT_S = 3        # a bounded teardown step (this test; default 10)
 
@@ -52,8 +55,12 @@ def say(*words):
     print(*words, flush=True)
 
 def building():
-    faulthandler.dump_traceback_later(25)  # before EXIT_BOUND_S: a hang prints its stacks
+    faulthandler.dump_traceback_later(110)  # before BUILD_BOUND_S: a hang prints its stacks
     say("building", time.monotonic())
+
+def done():
+    faulthandler.dump_traceback_later(25)  # before EXIT_BOUND_S: a hang prints its stacks
+    say("done", time.monotonic())
 """
 
 # Each ending: the script's main() body. Prints are read by the test as they come.
@@ -87,13 +94,12 @@ ENDINGS = {
     "worker_signalled": """
     eng = build()
     say("worker", eng.tp_each(worker_pid)[1])
-    t0 = time.monotonic()
+    faulthandler.dump_traceback_later(25)  # before EXIT_BOUND_S from the signal: the stacks
     try:
         while True:
             eng.generate([[1, 2, 3], [4, 5]], 8)
-            t0 = time.monotonic()
     except TPWorkerError as exc:
-        say("named after", round(time.monotonic() - t0, 2), "s:", repr(str(exc)))
+        say("named", time.monotonic(), ":", repr(str(exc)))
     """,
     # The test stops (SIGSTOP) the worker, then lets the script end: the exit handshake
     # cannot finish, so the teardown must time out, kill and abort.
@@ -102,14 +108,14 @@ ENDINGS = {
     eng.generate([[1, 2, 3]], 4)
     say("worker", eng.tp_each(worker_pid)[1])
     sys.stdin.readline()
-    say("leaving", time.monotonic())
     """,
 }
 
 
 def _script(tmp_path, body: str, guarded: bool = True) -> str:
     path = tmp_path / "tp_script.py"
-    body = "building()\n" + textwrap.dedent(body)  # the bounds' clock starts here
+    # The build's clock starts at "building", the exit's at "done" (the body's work ended).
+    body = "building()\n" + textwrap.dedent(body) + "done()\n"
     if guarded:
         main = "def main():\n" + textwrap.indent(body, "    ")
         path.write_text(PRELUDE + "\n" + main + "\nif __name__ == '__main__':\n    main()\n")
@@ -118,66 +124,66 @@ def _script(tmp_path, body: str, guarded: bool = True) -> str:
     return str(path)
 
 
-def _start(script: str, device: str) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-           "SPECDEC_TP_HANG_S": str(HANG_S), "SPECDEC_TP_END_WAIT": str(END_WAIT_S),
-           "PYTHONUNBUFFERED": "1",
-           # One intra-op thread per rank, as the plugin gives each xdist worker: under
-           # `pytest -n auto` on a 16-core GPU host, ranks with a thread per core each were
-           # starved past the bounds (a host-load effect, not a teardown one).
-           "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, script, device], cwd=ROOT, env=env, text=True,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+class Script:
+    """The script's process and its stdout as read so far, line by line."""
 
+    def __init__(self, script: str, device: str) -> None:
+        env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+               "SPECDEC_TP_HANG_S": str(HANG_S), "SPECDEC_TP_END_WAIT": str(END_WAIT_S),
+               "PYTHONUNBUFFERED": "1",
+               # One intra-op thread per rank, as the plugin gives each xdist worker: under
+               # `pytest -n auto` on a 16-core GPU host, ranks with a thread per core each
+               # were starved past the bounds (a host-load effect, not a teardown one).
+               "OMP_NUM_THREADS": "1"}
+        self.proc = subprocess.Popen([sys.executable, script, device], cwd=ROOT, env=env,
+                                     text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+        self.lines: list[str] = []
 
-def _readline(proc: subprocess.Popen, t0: float, bound: float = EXIT_BOUND_S) -> str | None:
-    """The script's next stdout line, or None once `bound` seconds since t0 have passed (a
-    script that hangs before printing must fail the test, not hold it)."""
-    box: list[str] = []
-    reader = threading.Thread(target=lambda: box.append(proc.stdout.readline()), daemon=True)
-    reader.start()
-    reader.join(max(0.0, bound - (time.monotonic() - t0)))
-    return box[0] if box else None
+    def _readline(self, since: float, bound: float) -> str | None:
+        """The next stdout line ("" at its end), or None once `bound` s since `since` have
+        passed (a script that hangs before printing must fail the test, not hold it)."""
+        box: list[str] = []
+        reader = threading.Thread(target=lambda: box.append(self.proc.stdout.readline()),
+                                  daemon=True)
+        reader.start()
+        reader.join(max(0.0, bound - (time.monotonic() - since)))
+        if box and box[0]:
+            self.lines.append(box[0])
+        return box[0] if box else None
 
+    def wait_for(self, word: str, since: float, bound: float, what: str) -> list[str]:
+        """The words of the first line starting with `word`, within `bound` s of `since`."""
+        while True:
+            line = self._readline(since, bound)
+            if line is None or line == "":
+                self.proc.kill()
+                out, err = self.proc.communicate()
+                late = "" if line == "" else f" within {bound} s of {what}"
+                pytest.fail(f"no {word!r} line from the script{late}:\n"
+                            f"{''.join(self.lines)[-2000:]}{out[-2000:]}\n{err[-6000:]}")
+            if line.startswith(word):
+                return line.split()
 
-def _building(proc: subprocess.Popen) -> float:
-    """When the script started building its engine (its monotonic clock): the bounds' t0.
-    Start-up before it is bounded by STARTUP_BOUND_S alone."""
-    started = time.monotonic()
-    line = _readline(proc, started, STARTUP_BOUND_S)
-    if not line or not line.startswith("building"):
-        proc.kill()
-        out, err = proc.communicate()
-        pytest.fail(f"the script did not start building within {STARTUP_BOUND_S} s: "
-                    f"{line!r}\n{out[-2000:]}\n{err[-3000:]}")
-    return float(line.split()[1])
+    def building(self) -> float:
+        """When the script started building its engine (its monotonic clock). Start-up
+        before it is bounded by STARTUP_BOUND_S alone."""
+        return float(self.wait_for("building", time.monotonic(), STARTUP_BOUND_S,
+                                   "process start")[1])
 
-
-def _worker_pid(proc: subprocess.Popen, t0: float) -> int:
-    """The pid the script prints ("worker PID") once its engine runs."""
-    line = ""
-    while not line.startswith("worker"):
-        line = _readline(proc, t0)
-        if line is None:
-            proc.kill()
-            pytest.fail(f"no worker pid from the script within {EXIT_BOUND_S} s of building")
-        if not line:
-            _, err, _ = _finish(proc, t0)
-            pytest.fail(f"no worker pid from the script:\n{err[-3000:]}")
-    return int(line.split()[1])
-
-
-def _finish(proc: subprocess.Popen, t0: float) -> tuple[str, str, float]:
-    """Wait for the exit within EXIT_BOUND_S of t0 (else kill it and fail); output, seconds."""
-    try:
-        out, err = proc.communicate(timeout=max(1.0, EXIT_BOUND_S - (time.monotonic() - t0)))
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        pytest.fail(f"still running {EXIT_BOUND_S} s after building:\n{out[-2000:]}\n"
-                    f"{err[-12000:]}")
-    return out, err, time.monotonic() - t0
+    def finish(self, since: float, what: str,
+               bound: float = EXIT_BOUND_S) -> tuple[str, str, float]:
+        """Wait for the exit within `bound` s of `since` (else kill it and fail): the whole
+        stdout, stderr, and the monotonic time of the exit."""
+        try:
+            out, err = self.proc.communicate(
+                timeout=max(1.0, bound - (time.monotonic() - since)))
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, err = self.proc.communicate()
+            pytest.fail(f"still running {bound} s after {what}:\n"
+                        f"{''.join(self.lines)[-2000:]}{out[-2000:]}\n{err[-12000:]}")
+        return "".join(self.lines) + out, err, time.monotonic()
 
 
 def _no_worker_left(pid: int) -> None:
@@ -192,9 +198,12 @@ def _no_worker_left(pid: int) -> None:
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("ending", ["dropped_with_close_open_at_exit", "ranks_diverge"])
 def test_exits(tmp_path, device, ending):
-    proc = _start(_script(tmp_path, ENDINGS[ending]), device)
-    out, err, took = _finish(proc, _building(proc))
-    print(f"{ending} ({device}): exited in {took:.1f} s")
+    script = Script(_script(tmp_path, ENDINGS[ending]), device)
+    t0 = script.building()
+    finished = float(script.wait_for("done", t0, BUILD_BOUND_S, "building")[1])
+    out, err, exited = script.finish(finished, "main() ended")
+    print(f"{ending} ({device}): exited {exited - finished:.1f} s after main() ended, "
+          f"{exited - t0:.1f} s after building")
     assert "Traceback" not in err and "terminate called" not in err, err[-3000:]
     want = "diverged" if ending == "ranks_diverge" else "tokens"
     assert want in out, f"stdout: {out[-2000:]}\nstderr: {err[-3000:]}"
@@ -206,57 +215,62 @@ def test_exits(tmp_path, device, ending):
     (signal.SIGSTOP, r"tp rank 1 \(pid {pid}\) stopped responding: no heartbeat for [\d.]+ s"),
 ], ids=["killed", "hung"])
 def test_worker_killed_or_hung_mid_run(tmp_path, device, sig, named):
-    """Rank 0 is told which rank ended and how, within seconds, not a transport error."""
+    """Rank 0 is told which rank ended and how, within seconds of the signal, not a
+    transport error."""
     import re
-    proc = _start(_script(tmp_path, ENDINGS["worker_signalled"]), device)
-    t0 = _building(proc)
-    pid = _worker_pid(proc, t0)
+    script = Script(_script(tmp_path, ENDINGS["worker_signalled"]), device)
+    pid = int(script.wait_for("worker", script.building(), BUILD_BOUND_S, "building")[1])
     time.sleep(0.5)  # mid-run: generate() loops
     os.kill(pid, sig)
     signalled = time.monotonic()
-    out, err, took = _finish(proc, t0)
+    out, err, exited = script.finish(signalled, "the signal")
     _no_worker_left(pid)
-    print(f"{sig.name} ({device}): rank 0 exited {time.monotonic() - signalled:.1f} s after "
-          f"the signal, {took:.1f} s in all; {out.strip()[-300:]}")
-    assert "named after" in out, f"stdout: {out[-2000:]}\nstderr: {err[-3000:]}"
-    assert re.search(named.format(pid=pid), out), out
-    assert "Connection reset" not in out.split("named after", 1)[1]
-    after = float(out.split("named after", 1)[1].split()[0])
+    said = [line for line in out.splitlines() if line.startswith("named ")]
+    assert said, f"stdout: {out[-2000:]}\nstderr: {err[-3000:]}"
+    said = said[0]
+    after = float(said.split()[1]) - signalled
+    print(f"{sig.name} ({device}): named {after:.1f} s after the signal, exited "
+          f"{exited - signalled:.1f} s after it; {out.strip()[-300:]}")
+    assert re.search(named.format(pid=pid), said), out
+    assert "Connection reset" not in said
     assert after < NAMED_BOUND_S, out
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_missing_main_guard_named(tmp_path, device):
     """The spawned worker re-imports an unguarded script and dies in multiprocessing's
-    bootstrapping check: rank 0 names that, and the fix, within seconds."""
-    proc = _start(_script(tmp_path, "eng = build()\n", guarded=False), device)
-    t0 = _building(proc)  # rank 0 says it first; the worker, re-importing the script, later
-    out, err, took = _finish(proc, t0)
-    named = took
-    print(f"missing guard ({device}): named and exited {named:.1f} s after Engine(), "
-          f"{took:.1f} s in all")
-    assert proc.returncode != 0
+    bootstrapping check: rank 0 names that, and the fix, within seconds of the worker's
+    end. The worker's clock is its own "building" line (it shares our stdout): the line it
+    prints just before its Engine() fails."""
+    script = Script(_script(tmp_path, "eng = build()\n", guarded=False), device)
+    t0 = script.building()  # rank 0's; the worker, re-importing the script, says it later
+    out, err, exited = script.finish(t0, "building", BUILD_BOUND_S)  # a hang guard
+    stamps = [float(line.split()[1]) for line in out.splitlines() if line.startswith("building")]
+    assert len(stamps) == 2, f"want rank 0's and the worker's 'building' lines: {out[-2000:]}"
+    named = exited - stamps[1]
+    print(f"missing guard ({device}): named and exited {named:.1f} s after the worker's "
+          f"Engine(), {exited - t0:.1f} s after rank 0's")
+    assert script.proc.returncode != 0
     assert "TPWorkerError: tp rank 1" in err and "before joining the group" in err, err[-3000:]
     assert 'if __name__ == "__main__":' in err, err[-3000:]
     assert "DistStoreError" not in err and "Timed out" not in err
-    assert named < NAMED_BOUND_S, f"named {named:.1f} s after Engine()"
+    assert named < NAMED_BOUND_S, f"named {named:.1f} s after the worker's Engine()"
 
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_worker_stopped_at_exit(tmp_path, device):
     """A worker stopped just before the script ends: rank 0's exit handshake cannot finish;
     the teardown gives up after its bound, kills the worker, aborts the groups and exits."""
-    proc = _start(_script(tmp_path, ENDINGS["worker_stopped_at_exit"]), device)
-    t0 = _building(proc)
-    pid = _worker_pid(proc, t0)
+    ending = ENDINGS["worker_stopped_at_exit"]
+    script = Script(_script(tmp_path, ending), device)
+    pid = int(script.wait_for("worker", script.building(), BUILD_BOUND_S, "building")[1])
     os.kill(pid, signal.SIGSTOP)
-    proc.stdin.write("go\n")
-    proc.stdin.flush()
-    out, err, took = _finish(proc, t0)
+    script.proc.stdin.write("go\n")
+    script.proc.stdin.flush()
+    left = float(script.wait_for("done", time.monotonic(), EXIT_BOUND_S, "go")[1])
+    out, err, exited = script.finish(left, "main() ended")
     _no_worker_left(pid)
-    left = float(out.split("leaving", 1)[1].split()[0])
-    after = time.monotonic() - left
-    print(f"worker stopped at exit ({device}): exited {after:.1f} s after main() ended, "
-          f"{took:.1f} s in all")
+    after = exited - left
+    print(f"worker stopped at exit ({device}): exited {after:.1f} s after main() ended")
     assert "Traceback" not in err, err[-3000:]
     assert after < END_WAIT_S + NAMED_BOUND_S, f"{after:.1f} s"

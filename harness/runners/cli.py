@@ -1,5 +1,5 @@
 """The command line of `python -m harness check|repro|zoo|mixed|bench|acceptance|laws|foreign|
-sweep`
+sweep|gate-profile`
 (harness/__main__.py is its entry)."""
 from __future__ import annotations
 
@@ -104,6 +104,13 @@ def _add_laws_parser(sub) -> None:
     sub.add_parser("laws", help="the index of every declared law, as docs/laws.md holds it")
 
 
+def _add_gate_profile_parser(sub) -> None:
+    g = sub.add_parser("gate-profile", help="where a profiled pytest run's time went: "
+                       "SPECDEC_GATE_PROFILE=DIR pytest -n auto, then this on DIR")
+    g.add_argument("dir")
+    g.add_argument("--top", type=int, default=10, help="the tests that took longest")
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m harness")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -112,6 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_zoo_parser(sub)
     _add_mixed_parser(sub)
     _add_laws_parser(sub)
+    _add_gate_profile_parser(sub)
     _add_foreign_parsers(sub)
     bench.add_parser(sub)
     acceptance.add_parser(sub)
@@ -219,7 +227,17 @@ def _run_repro(ap, args, device: str, argv) -> int:
 
 
 # Each command's runner: (parser, parsed args, device, the command line for result stamps).
+def _run_gate_profile(ap, args, device: str, argv) -> int:
+    from harness.runners.gate_profile import table
+    try:
+        print(table(args.dir, args.top))
+    except (OSError, ValueError) as exc:
+        ap.error(str(exc))
+    return 0
+
+
 _COMMANDS = {
+    "gate-profile": _run_gate_profile,
     "acceptance": lambda ap, args, device, argv: acceptance.main(args, device, argv),
     "bench": lambda ap, args, device, argv: bench.main(args, device, argv),
     "mixed": _run_mixed,

@@ -12,7 +12,8 @@ directory run where specdec is installed gets what this repository's own tests g
   marked `engine_law`; harness/runners/test_engine_laws.py, and specdec's white-box suite
   for `--engine specdec`); without it, everything, the black-box laws on both built-in
   adapters;
-- the device and profile in the report header.
+- the device and profile in the report header;
+- with SPECDEC_GATE_PROFILE=DIR, where each test's time goes (harness/runners/gate_profile.py).
 """
 from __future__ import annotations
 
@@ -22,11 +23,12 @@ from __future__ import annotations
 import kernels._triton_env  # noqa: F401,I001
 
 import importlib.util
+import os
 
 import pytest
 import torch
 
-from harness.runners import xdist_gpu
+from harness.runners import gate_profile, xdist_gpu
 
 # Hypothesis comes with the `test` extra; an environment with a plain `pip install specdec`
 # still runs its own pytest, just without the profiles.
@@ -76,6 +78,25 @@ def pytest_configure(config) -> None:
     if idx is not None:
         xdist_gpu.pin_worker(idx)
     xdist_gpu.configure_multi_gpu(config)
+    config._specdec_gate_profile = gate_profile.install()
+
+
+def pytest_unconfigure(config) -> None:
+    if getattr(config, "_specdec_gate_profile", False):
+        gate_profile.write(os.environ.get("PYTEST_XDIST_WORKER", "main"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Under SPECDEC_GATE_PROFILE: the test's setup, call and teardown on its own clock."""
+    on = getattr(item.config, "_specdec_gate_profile", False)
+    if on:
+        gate_profile.test_started(item.nodeid)
+    try:
+        yield
+    finally:
+        if on:
+            gate_profile.test_ended()
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own: it reads the xdist_group marks

@@ -15,12 +15,16 @@ def worker_index() -> int | None:
 
 
 def pin_worker(idx: int) -> None:
-    """Round robin over the GPUs, and a Triton cache of the worker's own: a shared cache under
-    concurrent compiles has produced silent NaNs upstream."""
+    """Round robin over the GPUs, and a Triton cache of the worker's own (a shared cache under
+    concurrent compiles has produced silent NaNs upstream), with finished kernels passed
+    between workers through a store (harness/runners/triton_cache.py): compiled once, not
+    once per worker."""
     base = os.environ.get("TRITON_CACHE_DIR", os.path.expanduser("~/.triton/cache"))
     os.environ["TRITON_CACHE_DIR"] = os.path.join(base, f"worker{idx}")
     import torch
     if torch.cuda.is_available():
+        from harness.runners import triton_cache
+        triton_cache.configure(base)
         torch.cuda.set_device(idx % torch.cuda.device_count())
 
 

@@ -87,9 +87,18 @@ class _Recorder(TorchDispatchMode):
                                  and kwargs.get("output_size") is None):
             raise GraphCaptureError(f"host synchronisation inside graph capture: {func}")
         out = func(*args, **kwargs)
-        aliased = any(r.alias_info is not None for r in func._schema.returns)
-        self.ops.append((func, args, kwargs, out, aliased))
+        self.ops.append((func, args, kwargs, out, _aliased(func)))
         return out
+
+
+_ALIASED: dict = {}  # op -> whether it returns a view or its input (read once per op)
+
+
+def _aliased(func) -> bool:
+    aliased = _ALIASED.get(func)
+    if aliased is None:
+        aliased = _ALIASED[func] = any(r.alias_info is not None for r in func._schema.returns)
+    return aliased
 
 
 class CPUGraph:
