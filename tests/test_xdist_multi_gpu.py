@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+from harness.runners import xdist_gpu
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CONFTEST = """
@@ -61,6 +63,7 @@ def _workers(tmp_path, gpus: int) -> tuple[set, set]:
     env = {**os.environ, "NOTES": str(notes),
            "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env.pop("PYTEST_XDIST_WORKER", None)
+    env.pop(xdist_gpu.SPREAD_ENV, None)  # the default: grouped
     # Without the specdec plugin (it would import torch in every process: seconds each);
     # the conftest calls the plugin's xdist hooks with the pretended GPU count.
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "-p",
@@ -80,3 +83,25 @@ def test_multi_gpu_tests_share_one_worker(tmp_path):
     tp, single = _workers(tmp_path, gpus=2)
     assert len(tp) == 1, f"multi_gpu tests ran on workers {tp}"
     assert len(single) == 2, f"the single-GPU tests all ran on {single}: nothing was spread"
+
+
+class _Item:
+    def __init__(self, name: str, multi: bool) -> None:
+        self.nodeid, self.multi = f"t.py::{name}", multi
+
+    def get_closest_marker(self, name):
+        return object() if self.multi and name == "multi_gpu" else None
+
+    def add_marker(self, mark):
+        raise AssertionError(f"{self.nodeid} was grouped: {mark}")
+
+
+def test_spread_puts_multi_gpu_tests_first_and_ungrouped(monkeypatch):
+    """SPECDEC_XDIST_MULTI_GPU=spread: no xdist group, the multi_gpu tests first in the
+    collection (LoadGroupScheduling hands the first units to distinct workers); the rest keep
+    their order. Without the variable they are grouped (the test above)."""
+    monkeypatch.setenv(xdist_gpu.SPREAD_ENV, "spread")
+    items = [_Item("a", False), _Item("tp1", True), _Item("b", False), _Item("tp2", True)]
+    assert xdist_gpu.group_multi_gpu(None, items, gpus=2) == 2
+    assert [i.nodeid[6:] for i in items] == ["tp1", "tp2", "a", "b"]
+    assert xdist_gpu.group_multi_gpu(None, items, gpus=1) == 0  # one GPU: nothing moves

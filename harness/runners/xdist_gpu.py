@@ -72,10 +72,21 @@ def configure_multi_gpu(config, gpus: int | None = None) -> None:
         os.environ[_GROUPING_ENV] = "1"  # inherited by the workers xdist spawns next
 
 
+SPREAD_ENV = "SPECDEC_XDIST_MULTI_GPU"  # "group" (the default) or "spread"
+
+
 def group_multi_gpu(config, items, gpus: int | None = None) -> int:
-    """Put the multi_gpu tests in one xdist group; the count of them."""
+    """Put the multi_gpu tests in one xdist group; the count of them. With
+    SPECDEC_XDIST_MULTI_GPU=spread, no group: the multi_gpu tests go first in the collection,
+    each a unit of its own for LoadGroupScheduling (which hands the first units to distinct
+    workers), so their engines queue on the GPU locks (specdec/tp/gpu_lock.py) while
+    everything else they do (imports, subprocess start-up, model builds) runs side by side."""
     if not multi_gpu_host(gpus):
         return 0
+    if os.environ.get(SPREAD_ENV, "group") == "spread":
+        multi = [i for i in items if i.get_closest_marker("multi_gpu") is not None]
+        items[:] = multi + [i for i in items if i.get_closest_marker("multi_gpu") is None]
+        return len(multi)
     tag = worker_index() is not None and os.environ.get(_GROUPING_ENV) == "1" \
         and not getattr(config.option, "loadgroup", False)  # --dist loadgroup: xdist tags
     n = 0
