@@ -110,8 +110,11 @@ def write(worker: str) -> None:
 
 def table(directory: str, top: int = 10) -> str:
     """The per-phase table over every worker's record, and the tests that pay most."""
-    records = [json.load(open(os.path.join(directory, n)))
-               for n in sorted(os.listdir(directory)) if n.endswith(".json")]
+    records = []
+    for name in sorted(os.listdir(directory)):
+        if name.endswith(".json"):
+            with open(os.path.join(directory, name)) as f:
+                records.append(json.load(f))
     if not records:
         raise ValueError(f"no gate profile records (*.json) in {directory}")
     phase: dict[str, float] = defaultdict(float)
