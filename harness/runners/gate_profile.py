@@ -118,23 +118,20 @@ def table(directory: str, top: int = 10) -> str:
     if not records:
         raise ValueError(f"no gate profile records (*.json) in {directory}")
     phase: dict[str, float] = defaultdict(float)
-    per_test: dict[str, float] = defaultdict(float)
+    by_test = {n: t for rec in records for n, t in rec["tests"].items()}  # a test runs once
     for rec in records:
-        busy = 0.0
-        for nodeid, times in rec["tests"].items():
+        for times in rec["tests"].values():
             for label, s in times.items():
                 phase[label] += s
-                busy += s
-                per_test[nodeid] += s
-        phase["idle"] += max(0.0, rec["wall"] - busy)
+        phase["idle"] += max(0.0, rec["wall"] - sum(sum(t.values()) for t in rec["tests"].values()))
     total = sum(phase.values())
     lines = [f"{len(records)} processes, {total:.0f} process-seconds in all",
              f"{'phase':<16} {'seconds':>9} {'share':>6}"]
     for label, s in sorted(phase.items(), key=lambda kv: -kv[1]):
         lines.append(f"{label:<16} {s:9.1f} {100 * s / total:5.1f}%")
     lines.append(f"\nthe {top} tests that take longest (seconds: phases)")
-    by_test = {n: t for rec in records for n, t in rec["tests"].items()}
-    for nodeid, s in sorted(per_test.items(), key=lambda kv: -kv[1])[:top]:
+    for nodeid, s in sorted(((n, sum(t.values())) for n, t in by_test.items()),
+                            key=lambda kv: -kv[1])[:top]:
         parts = ", ".join(f"{k} {v:.1f}" for k, v in sorted(by_test[nodeid].items(),
                                                             key=lambda kv: -kv[1]) if v >= 0.05)
         lines.append(f"{s:7.1f}  {nodeid}: {parts}")
