@@ -101,3 +101,94 @@ def test_harness_finds_the_cases_without_importing_them():
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]
     assert declared[GROUP] == {"specdec": "cases:CASES"}
     assert load_cases() == cases.CASES and len(cases.CASES) > 0
+
+
+def _module_graph(root: pathlib.Path, packages) -> dict[str, set[str]]:
+    """Module -> the modules of `packages` it imports at module level (relative imports
+    resolved; imports under an `if`, such as TYPE_CHECKING, and inside functions left out:
+    neither runs while the module loads)."""
+    mods = {}
+    for package in packages:
+        for path in (root / package).rglob("*.py"):
+            parts = path.relative_to(root).with_suffix("").parts
+            mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+
+    def known(name: str):
+        while name and name not in mods:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph = {}
+    for mod, path in mods.items():
+        pkg = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        out = set()
+        for node in ast.parse(path.read_text(), str(path)).body:
+            if isinstance(node, ast.Import):
+                out.update(filter(None, (known(a.name) for a in node.names)))
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = pkg.split(".")[:len(pkg.split(".")) - node.level + 1]
+                    base = ".".join(up + ([base] if base else []))
+                out.update(filter(None, (known(f"{base}.{a.name}") for a in node.names)))
+        graph[mod] = out - {mod}
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (iterative Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, children = work[-1]
+            w = next(children, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    comp.append(w)
+                    if w == v:
+                        break
+                if len(comp) > 1:
+                    found.append(sorted(comp))
+    return found
+
+
+def test_no_import_circle():
+    """No two modules of the repository's packages import each other, directly or through
+    others, while they load: a circle makes import order decide which names exist."""
+    graph = _module_graph(ROOT, sorted(FORBIDDEN))
+    assert len(graph) > 100
+    assert not _circles(graph), "import circles"
+
+
+def test_the_circle_check_sees_a_circle(tmp_path):
+    """Not vacuous: a three-module circle through a relative import is found, and a lazy
+    import that closes a circle is not one."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from pkg import b\n")
+    (pkg / "b.py").write_text("from .c import thing\n")
+    (pkg / "c.py").write_text("import pkg.a\nthing = 1\n")
+    (pkg / "d.py").write_text("import pkg.a\n\ndef f():\n    from pkg import d\n")
+    assert _circles(_module_graph(tmp_path, ["pkg"])) == [["pkg.a", "pkg.b", "pkg.c"]]

@@ -57,15 +57,37 @@ def check_round_structure(rnd, n: int, s: SpecShape) -> None:
     (section 6), verify write slots, greedy acceptance and the accepted-token layout (stride
     num_steps + 1), the draft extend's positions, slots and compacted tokens (section 7), and
     padded lanes writing only reserved slot 0 (section 8)."""
-    bs = rnd.seq_lens.numel()
     seq = rnd.seq_lens.tolist()
     r2t = rnd.req_to_token.long()
+    _check_draft_decode(rnd, n, s, seq, r2t)
+    target_predict = torch.argmax(rnd.verify_logits, dim=-1).tolist()
+    verify = _by_mode(rnd, "target_verify")[0]
+    # The round's own draft extend follows its verify (a prefill of requests admitted later,
+    # recorded into this round's trace, may follow it in turn).
+    after = rnd.forwards[rnd.forwards.index(verify) + 1:]
+    extend = next(f for f in after if f.mode == "draft_extend")
+    mask_blocks = _tree_masks(rnd.tree[0], seq, s.ndt)
+    for b in range(len(seq)):
+        where = f"round {n} request {b}"
+        tree = T.build_tree(rnd.parent_list[b].tolist(), rnd.top_scores_index[b].tolist(),
+                            s.topk, s.num_steps, s.ndt)
+        _check_tree_and_verify(rnd, verify, tree, mask_blocks[b], b, where, s, seq, r2t)
+        tokens = _check_acceptance(rnd, tree, target_predict, b, where, s)
+        _check_extend_request(rnd, extend, tokens, b, where, s, seq, r2t)
+    bs = len(seq)
+    _check_padding(verify, bs * s.ndt, f"round {n} verify",
+                   reads=[p % s.page_size for p in range(PAD_SEQ_LEN + s.ndt)])
+    _check_padding(extend, bs * s.ndt, f"round {n} draft extend")
+
+
+def _check_draft_decode(rnd, n: int, s: SpecShape, seq: list[int], r2t) -> None:
+    """Each draft forward's positions, write slots, per-row read slots and padded lanes."""
+    bs = len(seq)
     prefix = [q + (0 if s.shifted else 1) for q in seq]
-    decode = _by_mode(rnd, "draft_decode")
     flat = [x for b in range(bs) for x in L.draft_out_cache_loc(
         r2t[b].tolist(), prefix[b], s.topk, s.num_steps, s.page_size)]
     per_step = L.per_step_rows(flat, bs, s.topk, s.num_steps)
-    for i, f in enumerate(decode):
+    for i, f in enumerate(_by_mode(rnd, "draft_decode")):
         where = f"round {n} draft forward {i}"
         want_pos = [L.draft_positions(prefix[b], s.num_steps, s.shifted)[i]
                     for b in range(bs) for _ in range(s.topk)]
@@ -79,58 +101,56 @@ def check_round_structure(rnd, n: int, s: SpecShape) -> None:
                             f.kv_slots[b * s.topk + k], want)
         _check_padding(f, bs * s.topk, where, position=i)
 
-    mask_blocks = _tree_masks(rnd.tree[0], seq, s.ndt)
-    target_predict = torch.argmax(rnd.verify_logits, dim=-1).tolist()
-    verify = _by_mode(rnd, "target_verify")[0]
-    # The round's own draft extend follows its verify (a prefill of requests admitted later,
-    # recorded into this round's trace, may follow it in turn).
-    after = rnd.forwards[rnd.forwards.index(verify) + 1:]
-    extend = next(f for f in after if f.mode == "draft_extend")
-    for b in range(bs):
-        where = f"round {n} request {b}"
-        tree = T.build_tree(rnd.parent_list[b].tolist(), rnd.top_scores_index[b].tolist(),
-                            s.topk, s.num_steps, s.ndt)
-        _expect("tree_mask", where, mask_blocks[b], tree["mask"])
-        want_pos = [seq[b] + d for d in tree["depth"]]
-        _expect("verify_positions", where, rnd.tree[1][b * s.ndt:(b + 1) * s.ndt].tolist(), want_pos)
-        _expect("verify_positions", where, verify.positions[b * s.ndt:(b + 1) * s.ndt].tolist(),
-                want_pos)
-        _expect("tree_links", where, rnd.tree[3][b].tolist(), tree["next_token"])
-        _expect("tree_links", where, rnd.tree[4][b].tolist(), tree["next_sibling"])
-        sel = rnd.top_scores_index[b].tolist()
-        if sel != sorted(sel):  # section 5: the tree's node order is ascending candidate index
+
+def _check_tree_and_verify(rnd, verify, tree, mask_block, b: int, where: str, s: SpecShape,
+                           seq: list[int], r2t) -> None:
+    """Request b's tree (mask, positions, links, node order) and its verify write slots."""
+    rows = slice(b * s.ndt, (b + 1) * s.ndt)
+    _expect("tree_mask", where, mask_block, tree["mask"])
+    want_pos = [seq[b] + d for d in tree["depth"]]
+    _expect("verify_positions", where, rnd.tree[1][rows].tolist(), want_pos)
+    _expect("verify_positions", where, verify.positions[rows].tolist(), want_pos)
+    _expect("tree_links", where, rnd.tree[3][b].tolist(), tree["next_token"])
+    _expect("tree_links", where, rnd.tree[4][b].tolist(), tree["next_sibling"])
+    sel = rnd.top_scores_index[b].tolist()
+    if sel != sorted(sel):  # section 5: the tree's node order is ascending candidate index
+        raise OracleFailure(NAME, "tree_order", f"{where}: top_scores_index {sel} not ascending")
+    for node, parent in enumerate(tree["parents"]):
+        if parent is not None and parent >= node:
             raise OracleFailure(NAME, "tree_order",
-                                f"{where}: top_scores_index {sel} not ascending")
-        for node, parent in enumerate(tree["parents"]):
-            if parent is not None and parent >= node:
-                raise OracleFailure(NAME, "tree_order",
-                                    f"{where}: node {node} precedes its parent {parent}")
-        _expect("verify_write_slots", where, verify.write_loc[b * s.ndt:(b + 1) * s.ndt].tolist(),
-                [int(r2t[b, seq[b] + t]) for t in range(s.ndt)])
+                                f"{where}: node {node} precedes its parent {parent}")
+    _expect("verify_write_slots", where, verify.write_loc[rows].tolist(),
+            [int(r2t[b, seq[b] + t]) for t in range(s.ndt)])
 
-        cands = rnd.tree[5][b * s.ndt:(b + 1) * s.ndt].tolist()
-        accepted, _, _ = T.verify_greedy(cands, tree["parents"],
-                                         target_predict[b * s.ndt:(b + 1) * s.ndt],
-                                         s.num_steps)
-        a = int(rnd.accept_lens[b])
-        got_nodes = [int(x) - b * s.ndt for x in rnd.accept_index[b, :a].tolist()]
-        _expect("greedy_accept", where, got_nodes, accepted)
-        w = s.num_steps + 1
-        got_tokens = rnd.accepted_tokens[b * w:b * w + a].tolist()
-        want_tokens = [target_predict[b * s.ndt + node] for node in accepted]
-        _expect("accepted_tokens", where, got_tokens, want_tokens)
 
-        ext_pos = L.draft_extend_positions(seq[b], s.ndt, s.shifted)
-        _expect("draft_extend_positions", where,
-                extend.positions[b * s.ndt:(b + 1) * s.ndt].tolist(), ext_pos)
-        want_slots = [int(r2t[b, p]) if j < a else 0 for j, p in enumerate(ext_pos)]
-        _expect("draft_extend_write_slots", where,
-                extend.write_loc[b * s.ndt:(b + 1) * s.ndt].tolist(), want_slots)
-        _expect("draft_extend_tokens", where, extend.input_ids[b * s.ndt:b * s.ndt + a].tolist(),
-                want_tokens)
-    _check_padding(verify, bs * s.ndt, f"round {n} verify",
-                   reads=[p % s.page_size for p in range(PAD_SEQ_LEN + s.ndt)])
-    _check_padding(extend, bs * s.ndt, f"round {n} draft extend")
+def _check_acceptance(rnd, tree, target_predict: list[int], b: int, where: str,
+                      s: SpecShape) -> list[int]:
+    """Request b's greedy acceptance and accepted tokens (stride num_steps + 1); returns the
+    accepted nodes' target tokens."""
+    rows = slice(b * s.ndt, (b + 1) * s.ndt)
+    accepted, _, _ = T.verify_greedy(rnd.tree[5][rows].tolist(), tree["parents"],
+                                     target_predict[rows], s.num_steps)
+    a = int(rnd.accept_lens[b])
+    got_nodes = [int(x) - b * s.ndt for x in rnd.accept_index[b, :a].tolist()]
+    _expect("greedy_accept", where, got_nodes, accepted)
+    w = s.num_steps + 1
+    want_tokens = [target_predict[b * s.ndt + node] for node in accepted]
+    _expect("accepted_tokens", where, rnd.accepted_tokens[b * w:b * w + a].tolist(), want_tokens)
+    return want_tokens
+
+
+def _check_extend_request(rnd, extend, want_tokens: list[int], b: int, where: str,
+                          s: SpecShape, seq: list[int], r2t) -> None:
+    """Request b's draft extend: positions, write slots (slot 0 past the accepted) and the
+    compacted accepted tokens."""
+    a = int(rnd.accept_lens[b])
+    rows = slice(b * s.ndt, (b + 1) * s.ndt)
+    ext_pos = L.draft_extend_positions(seq[b], s.ndt, s.shifted)
+    _expect("draft_extend_positions", where, extend.positions[rows].tolist(), ext_pos)
+    want_slots = [int(r2t[b, p]) if j < a else 0 for j, p in enumerate(ext_pos)]
+    _expect("draft_extend_write_slots", where, extend.write_loc[rows].tolist(), want_slots)
+    _expect("draft_extend_tokens", where, extend.input_ids[b * s.ndt:b * s.ndt + a].tolist(),
+            want_tokens)
 
 
 def _branch_read_positions(prefix: int, k: int, i: int, s: SpecShape) -> list[int]:

@@ -53,7 +53,11 @@ def _add_zoo_parser(sub) -> None:
     z.add_argument("--profile", default="ci", help="Hypothesis profile (default ci)")
     z.add_argument("--faults", default=None, help="comma-separated subset (default: all)")
     z.add_argument("--json", default=None, help="also write the matrix as JSON here")
+    z.add_argument("--jobs", default="auto",
+                   help="faults run at once, each in its own process (default auto: as many "
+                        "as pytest -n auto starts workers; 1: one after another)")
     z.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
+    z.add_argument("--gpu", type=int, default=None, help=argparse.SUPPRESS)
 
 
 def _add_mixed_parser(sub) -> None:
@@ -202,7 +206,17 @@ def _run_sweep(ap, args, device: str, argv) -> int:
 def _run_zoo(ap, args, device: str, argv) -> int:
     from harness.runners.zoo import zoo
     names = args.faults.split(",") if args.faults else None
-    rows = zoo(device, args.profile, names, json_path=args.json, in_process=args.in_process)
+    if args.gpu is not None and device.startswith("cuda"):  # a fault's process (zoo jobs,
+        import torch                                        # an xdist worker's zoo test)
+        torch.cuda.set_device(args.gpu)
+    jobs = "1" if args.in_process else args.jobs
+    if jobs == "auto":
+        from harness.runners.zoo_jobs import auto_jobs
+        jobs = auto_jobs(device)
+    elif not jobs.isdigit() or int(jobs) < 1:
+        ap.error(f"--jobs {jobs!r}: a number of processes >= 1, or auto")
+    rows = zoo(device, args.profile, names, json_path=args.json, in_process=args.in_process,
+               jobs=int(jobs))
     # A fault caught only by another check than its case declares is a weak law: exit 1 too.
     return 0 if all(r.caught and r.declared_caught for r in rows) else 1
 

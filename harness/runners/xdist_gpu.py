@@ -60,14 +60,22 @@ def multi_gpu_host(gpus: int | None = None) -> bool:
     return gpus >= 2
 
 
-def configure_multi_gpu(config, gpus: int | None = None) -> None:
-    """Controller and workers alike: a GPU lock directory for TP engines, and (controller,
-    `-n` with the default `load`) the grouping switched on for the workers it starts."""
+def use_gpu_locks(gpus: int | None = None) -> bool:
+    """On a multi-GPU host, a GPU lock directory for the TP engines of this process and those
+    it starts (specdec/tp/gpu_lock.py); whether the host has several GPUs."""
     if not multi_gpu_host(gpus):
-        return
+        return False
     import tempfile
     os.environ.setdefault("SPECDEC_TP_GPU_LOCKS",
                           os.path.join(tempfile.gettempdir(), f"specdec-gpu-locks-{os.getuid()}"))
+    return True
+
+
+def configure_multi_gpu(config, gpus: int | None = None) -> None:
+    """Controller and workers alike: a GPU lock directory for TP engines, and (controller,
+    `-n` with the default `load`) the grouping switched on for the workers it starts."""
+    if not use_gpu_locks(gpus):
+        return
     if worker_index() is None and getattr(config.option, "dist", "no") in ("load", "loadgroup"):
         os.environ[_GROUPING_ENV] = "1"  # inherited by the workers xdist spawns next
 

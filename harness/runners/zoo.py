@@ -124,13 +124,15 @@ def detect(fault: str, device: str, profile: settings) -> ZooRow:
     return row
 
 
-def run_bounded(args: list[str], limit: float, what: str) -> tuple[int, str, str]:
+def run_bounded(args: list[str], limit: float, what: str,
+                env: dict | None = None) -> tuple[int, str, str]:
     """Run a subprocess to its end, or for `limit` seconds: past that it is sent SIGABRT (a
     Python started with faulthandler prints every thread's stack), then killed, and the
     error says where it hung. (returncode, stdout, stderr)."""
     import signal
     import subprocess
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
     try:
         out, err = proc.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
@@ -145,20 +147,29 @@ def run_bounded(args: list[str], limit: float, what: str) -> tuple[int, str, str
     return proc.returncode, out, err
 
 
-def detect_isolated(fault: str, device: str, profile_name: str) -> ZooRow:
+def detect_isolated(fault: str, device: str, profile_name: str, gpu: int | None = None,
+                    env: dict | None = None) -> ZooRow:
     """On a GPU each fault runs in its own process: a fault that makes a kernel read out of
-    bounds leaves the CUDA context unusable, and every later fault would 'fail' on that."""
-    if not device.startswith("cuda"):
+    bounds leaves the CUDA context unusable, and every later fault would 'fail' on that. The
+    process runs on `gpu` (default: this process's current GPU, an xdist worker's pin), its
+    tensor-parallel ranks on the GPUs after it. `env` (parallel zoo jobs): the process's
+    environment; with it a CPU fault runs in a process of its own too."""
+    if not device.startswith("cuda") and env is None:
         return detect(fault, device, settings.get_profile(profile_name))
     import os
     import sys
     import tempfile
+    if device.startswith("cuda") and gpu is None:
+        import torch
+        gpu = torch.cuda.current_device()
     limit = float(os.environ.get("SPECDEC_ZOO_FAULT_TIMEOUT", "240"))
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         rc, out, err = run_bounded([sys.executable, "-X", "faulthandler", "-m", "harness", "zoo",
                                     "--device", device, "--profile", profile_name, "--faults",
-                                    fault, "--json", f.name, "--in-process"], limit,
-                                   f"zoo subprocess for {fault} (SPECDEC_ZOO_FAULT_TIMEOUT)")
+                                    fault, "--json", f.name, "--in-process"]
+                                   + ([] if gpu is None else ["--gpu", str(gpu)]), limit,
+                                   f"zoo subprocess for {fault} (SPECDEC_ZOO_FAULT_TIMEOUT)",
+                                   env)
         try:
             return ZooRow(**json.load(open(f.name))["rows"][0])
         except (ValueError, KeyError, IndexError):
@@ -166,40 +177,70 @@ def detect_isolated(fault: str, device: str, profile_name: str) -> ZooRow:
                                f"{out[-2000:]}{err[-2000:]}") from None
 
 
+HEADER = (f"{'fault':<46} {'source':<28} {'result':<7} {'first failing law:check':<40} "
+          f"{'declared':<8} {'examples':>8} {'seconds':>8}")
+
+
+def format_row(r: ZooRow) -> str:
+    first = f"{r.prop}:{r.check}" if r.caught else ""
+    return (f"{r.fault:<46} {r.source[:28]:<28} {'caught' if r.caught else 'MISSED':<7} "
+            f"{first[:40]:<40} {'yes' if r.declared_caught else 'NO':<8} {r.examples:>8} "
+            f"{r.seconds:>8.1f}")
+
+
 def zoo(device: str, profile_name: str, names=None, out=None, json_path=None,
-        in_process: bool = False) -> list[ZooRow]:
+        in_process: bool = False, jobs: int = 1) -> list[ZooRow]:
+    """Every fault (or `names`) through detect: one after another, or (jobs > 1) in `jobs`
+    processes at once (harness/runners/zoo_jobs.py). Rows print as faults finish; the JSON
+    and the returned rows are in registry order."""
     import sys
     out = out or sys.stdout
-    rows = []
-    print(f"{'fault':<46} {'source':<28} {'result':<7} {'first failing law:check':<40} "
-          f"{'declared':<8} {'examples':>8} {'seconds':>8}", file=out, flush=True)
+    t0 = time.perf_counter()
+    print(HEADER, file=out, flush=True)
     CASES = load_cases()
-    skipped = []
+    skipped, todo = [], []
     for name in names or list(REGISTRY):
         if not runnable(CASES[name].example, device):  # tensor parallel, too few GPUs
             skipped.append(name)
             print(f"{name:<46} {REGISTRY[name].source[:28]:<28} {'skipped':<7} needs "
                   f"{gpus_needed(CASES[name].example, device)} GPUs", file=out, flush=True)
-            continue
-        r = (detect(name, device, settings.get_profile(profile_name)) if in_process
-             else detect_isolated(name, device, profile_name))
-        rows.append(r)
-        first = f"{r.prop}:{r.check}" if r.caught else ""
-        print(f"{r.fault:<46} {r.source[:28]:<28} {'caught' if r.caught else 'MISSED':<7} "
-              f"{first[:40]:<40} {'yes' if r.declared_caught else 'NO':<8} {r.examples:>8} "
-              f"{r.seconds:>8.1f}", file=out, flush=True)
+        else:
+            todo.append(name)
+
+    def report(r: ZooRow) -> None:
+        print(format_row(r), file=out, flush=True)
+
+    if in_process:
+        rows = [detect(n, device, settings.get_profile(profile_name)) for n in todo]
+        for r in rows:
+            report(r)
+    elif jobs > 1:
+        from harness.runners.zoo_jobs import detect_in_parallel
+        rows = detect_in_parallel(todo, device, profile_name, jobs, report)
+    else:
+        rows = []
+        for n in todo:
+            rows.append(detect_isolated(n, device, profile_name))
+            report(rows[-1])
+    _summary(rows, skipped, device, jobs, time.perf_counter() - t0, out)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump({"device": device, "profile": profile_name,
+                       "rows": [asdict(r) for r in rows]}, f, indent=1)
+    return rows
+
+
+def _summary(rows: list[ZooRow], skipped: list[str], device: str, jobs: int, wall: float,
+             out) -> None:
+    CASES = load_cases()
     caught = [r for r in rows if r.caught]
     secs = sorted(r.seconds for r in caught)
     if secs:
         print(f"median seconds to detection {secs[len(secs) // 2]:.1f}, max {secs[-1]:.1f} "
               f"on {device}", file=out)
     print(f"caught {len(caught)}/{len(rows)}" + (f" ({len(skipped)} skipped: more GPUs "
-          f"needed than visible)" if skipped else ""), file=out)
+          f"needed than visible)" if skipped else "")
+          + f"; wall {wall:.1f} s, {jobs} job{'s' if jobs > 1 else ''}", file=out)
     for r in (r for r in caught if not r.declared_caught):  # a law weaker than its case says
         print(f"{r.fault}: declared {CASES[r.fault].prop}:{CASES[r.fault].check}, caught only "
               f"by {', '.join(r.checks)}", file=out)
-    if json_path:
-        with open(json_path, "w") as f:
-            json.dump({"device": device, "profile": profile_name,
-                       "rows": [asdict(r) for r in rows]}, f, indent=1)
-    return rows
