@@ -30,16 +30,18 @@ FENCE_RE = re.compile(r"^(```|~~~).*?^\1", re.M | re.S)
 
 
 def repo_files() -> list[str]:
-    """Tracked and not-ignored untracked .py / .md files, bench/results/ left out."""
+    """Tracked and not-ignored untracked .py / .md files, bench/results/ left out, and hidden
+    directories (.ci/ aside: a local .venv or a scratch copy of an older tree is not ours,
+    whether or not this checkout's ignore rules name it)."""
     try:
         out = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"],
                              cwd=ROOT, capture_output=True, text=True, check=True).stdout
         names = out.split("\n")
     except (OSError, subprocess.CalledProcessError):  # not a git checkout: walk it
-        names = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*")
-                 if not any(part.startswith(".") or part.endswith(".egg-info")
-                            for part in p.relative_to(ROOT).parts)]
+        names = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*")]
     return sorted({n for n in names if n.endswith((".py", ".md")) and not n.startswith(SKIP)
+                   and not any((part.startswith(".") and part != ".ci")
+                               or part.endswith(".egg-info") for part in n.split("/")[:-1])
                    and (ROOT / n).is_file()})
 
 
