@@ -36,7 +36,7 @@ class RoundRunner:
             group = engine.tp_group
             if group is not None:
                 r.tp_rank, r.tp_agree = group.rank, group if engine.tp_check else None
-                group.graphs.add(r.graphs.values())  # ended before the group (tp/captured.py)
+                r.on_capture = group.graphs.add  # ended before the group (tp/captured.py)
             return r
 
         # The phases get what they use (models with their KV pools, the page table, the
@@ -56,13 +56,20 @@ class RoundRunner:
             extend = DraftExtendPhase(draft, paging, k, hooks, engine.draft_state, spec,
                                       engine.cfg.hidden_size, engine.dtype)
             self.verifier = Verifier(target, paging, k, spec, hooks)
-            # The largest captures go first into the shared pool: the whole greedy round
-            # (top-token drafts: sampled drafting selects rows on the host), then verify.
+            # The whole greedy round (top-token drafts: sampled drafting selects rows on the
+            # host), then verify, draft decode and extend: each captures a bucket on first use
+            # into the shared pool (Engine.capture_graphs: all of them, largest first).
             if cuda_graph and not spec.probabilistic:
                 self.fused = runner(GreedyRoundPhase(decode, verify, extend, self.verifier))
             self.verifier.runner = runner(verify)
             self.draft = DraftWorker(draft, engine.draft_state, spec, hooks, runner(decode),
                                      runner(extend))
+
+    def capture_all(self) -> None:
+        """Every runner's graphs at every bucket now (Engine.capture_graphs)."""
+        for runner in self.runners:
+            if runner.use_graph:
+                runner.capture_all()
 
     @property
     def runners(self) -> list[PhaseRunner]:

@@ -70,8 +70,10 @@ def test_runner_outputs_survive_the_next_replay():
 
 
 def test_positions_unchanged_across_draft_replay():
+    """The draft's static positions (of the whole greedy round, the graph these greedy
+    batches replay) are never advanced by a replay."""
     eng = _graph_engine()
-    runner = eng.rounds.draft.decode_runner
+    runner = eng.rounds.fused
     eng.generate(make_prompts(2, 3, 320, 8), 6)
     before = runner.static["positions"].clone()
     eng.generate(make_prompts(2, 3, 320, 8), 6)  # replays copy live rows in, then must restore
@@ -119,3 +121,31 @@ def test_capture_failure_in_subprocess():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert "capture" in proc.stderr.lower() or "not permitted" in proc.stderr.lower()
+
+
+@pytest.mark.skipif(DEVICE.type == "cuda", reason="the CPU stand-in's refusal")
+def test_capture_under_inference_mode_refused_on_cpu_standin():
+    x = torch.arange(4, dtype=torch.float32)
+    with torch.inference_mode(), pytest.raises(GraphCaptureError, match="inference_mode"):
+        CPUGraph().capture(lambda: x * 2)
+
+
+def test_graphs_captured_on_first_use_give_the_same_tokens():
+    """A phase captures a batch size when a batch first needs it (contract section 8): a
+    greedy batch of 3 captures the whole round's bucket 4 (and what the batch shrinks to),
+    no other phase's graphs, and its tokens are those of an engine that captured every graph
+    before its first step."""
+    prompts = make_prompts(seed=7, batch_size=3, vocab_size=320)
+
+    def engine():
+        return Engine(model="tiny", spec=SpecConfig(2, 3, 6), device=str(DEVICE), max_batch=4,
+                      cuda_graph=True, cuda_graph_bs=[1, 2, 4], max_context=64)
+
+    lazy, eager = engine(), engine()
+    runners = lazy.rounds.runners
+    assert not any(r.graphs for r in runners)
+    eager.capture_graphs()
+    assert all(sorted(r.graphs) == [1, 2, 4] for r in eager.rounds.runners)
+    assert lazy.generate(prompts, max_new_tokens=12) == eager.generate(prompts, max_new_tokens=12)
+    assert 4 in lazy.rounds.fused.graphs  # and the smaller sizes the shrinking batch needed
+    assert not any(r.graphs for r in runners[1:])  # verify, draft decode and extend: unused

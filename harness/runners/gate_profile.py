@@ -24,7 +24,7 @@ ENV = "SPECDEC_GATE_PROFILE"
 PHASES = (
     ("model build", "specdec.engine", "Engine._build_models"),
     ("engine build", "specdec.engine", "Engine.__init__"),
-    ("graph capture", "specdec.graphs.runner", "PhaseRunner._capture_all"),
+    ("graph capture", "specdec.graphs.runner", "PhaseRunner.capture_size"),
     ("tp group start", "specdec.tp.group", "TPGroup.leader"),
     ("gpu lock wait", "specdec.tp.gpu_lock", "GPULocks.acquire"),
     ("triton compile", "triton.runtime.jit", "JITFunction._do_compile"),

@@ -100,6 +100,7 @@ def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], cont
             plain = Engine(model=model, spec=None, device=device, dtype=dtype,
                            max_batch=max(batch_sizes), max_context=ctx)
         plain.rounds = RoundRunner(plain, True, batch_sizes, False)
+        plain.rounds.capture_all()  # none inside a timing
         for bs in batch_sizes:
             with live_batch(plain, bs, context) as reqs:
                 rows.append(_measure("decode_graph", model, bs, lambda: plain.rounds.decode_step(reqs),
@@ -111,6 +112,7 @@ def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], cont
                 eng = Engine(model=model, spec=spec, draft="eagle", device=device, dtype=dtype,
                              max_batch=max(batch_sizes), max_context=ctx, cuda_graph=graph,
                              cuda_graph_bs=batch_sizes)
+                eng.capture_graphs()  # none inside a timing
             for bs in batch_sizes:
                 with live_batch(eng, bs, context) as reqs:
                     rows.append(_measure(f"spec_round_{'graph' if graph else 'eager'}", model, bs,

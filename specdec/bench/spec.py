@@ -33,6 +33,7 @@ def decode_step_ms(model, device, dtype, batch_sizes, context, iters, warmup) ->
         eng = Engine(model=model, spec=None, device=device, dtype=dtype,
                      max_batch=max(batch_sizes), max_context=context + warmup + iters + 8)
     graph = RoundRunner(eng, True, batch_sizes, False)
+    graph.capture_all()  # none inside a timing
     eng.rounds = graph
     out = {}
     for bs in batch_sizes:
@@ -105,6 +106,7 @@ def _bench_config(model, cfg, device, dtype, batch_sizes, step_ms, context, iter
         eng = Engine(model=model, spec=spec, draft="eagle", device=device, dtype=dtype,
                      max_batch=max(batch_sizes), max_context=ctx, cuda_graph=True,
                      cuda_graph_bs=batch_sizes)
+        eng.capture_graphs()  # none inside a timing
     rows, steps_rows = [], []
     for bs in batch_sizes:
         a0, q0 = eng.stats.accepted, eng.stats.req_rounds
@@ -127,9 +129,11 @@ def _e2e(model, cfg, device, dtype, e2e_tokens) -> list[dict]:
 
     def build(overlap, model=model, spec=spec):
         with fast_weights(device, DTYPES[dtype]):
-            return Engine(model=model, spec=spec, draft="eagle", device=device,
-                          dtype=dtype, max_batch=8, max_context=e2e_tokens + 96, cuda_graph=True,
-                          cuda_graph_bs=[1, 8], overlap=overlap)
+            eng = Engine(model=model, spec=spec, draft="eagle", device=device,
+                         dtype=dtype, max_batch=8, max_context=e2e_tokens + 96, cuda_graph=True,
+                         cuda_graph_bs=[1, 8], overlap=overlap)
+            eng.capture_graphs()  # none inside a timing
+            return eng
     return [dict(model=model, topk=topk, num_steps=steps, ndt=ndt, **r)
             for r in e2e_rows(build, new_tokens=e2e_tokens)]
 

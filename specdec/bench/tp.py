@@ -45,6 +45,7 @@ def _decode_rows(engine, model: str, tp: int, batch_sizes, context: int, iters: 
                  warmup: int) -> list[dict]:
     """On every rank: a graph decode runner, each batch size timed, then profiled."""
     runner = RoundRunner(engine, True, batch_sizes, False)
+    runner.capture_all()  # every rank alike; none inside a timing
     engine.rounds, rows = runner, []
     for bs in batch_sizes:
         with live_batch(engine, bs, context) as reqs:

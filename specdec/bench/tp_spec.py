@@ -54,6 +54,7 @@ def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], cont
                                  dtype=dtype, max_batch=max(batch_sizes), max_context=ctx,
                                  cuda_graph=True, cuda_graph_bs=batch_sizes, tp_size=size,
                                  tp_check=False)
+                    eng.capture_graphs()  # none inside a timing
                 got = eng.tp_each(_round_rows, model, size, batch_sizes, context, iters,
                                   warmup)[0]
                 for r in got:

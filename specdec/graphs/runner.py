@@ -92,17 +92,38 @@ class PhaseRunner:
         # Tensor parallelism (specdec/tp/): this rank, and the group every decision is checked
         # against before the phase's collectives run (None: no check, or one rank).
         self.tp_rank, self.tp_agree = 0, None
-        if use_graph and self.buckets:
-            self._capture_all(factory)
+        # Graphs are captured on first use, one bucket at a time (contract section 8): a run
+        # pays only for the phases and sizes it replays. `on_capture(graphs)` hears of each
+        # new graph (a TP group ends its graphs before its communicators: tp/captured.py).
+        self.use_graph, self.factory = use_graph and bool(self.buckets), factory
+        self.on_capture = None
+        self.static: dict[str, torch.Tensor] = {}
 
     # -- capture ------------------------------------------------------------------------
-    def _capture_all(self, factory: GraphFactory) -> None:
-        top = self.buckets[-1]
-        self.static = {n: torch.zeros((top * s.per_req, *s.tail), dtype=s.dtype, device=self.device)
-                       for n, s in self.phase.inputs.items()}
-        with factory.capturing():
-            for size in reversed(self.buckets):  # largest first: smaller graphs reuse its pool
-                self._capture(factory, size)
+    def capture_all(self) -> None:
+        """Every bucket now, largest first (benchmarks: nothing captured inside a timing)."""
+        for size in reversed(self.buckets):
+            self.capture_size(size)
+
+    def capture_size(self, size: int) -> None:
+        if size in self.graphs:
+            return
+        # Outside inference mode, though a step (under it) calls this: the CPU stand-in
+        # cannot model a capture under it (specdec/graphs/standin.py), and both paths capture
+        # alike.
+        with torch.inference_mode(False), torch.no_grad():
+            if not self.static:  # sized for the largest bucket, shared by every size's graph
+                top = self.buckets[-1]
+                self.static = {n: torch.zeros((top * s.per_req, *s.tail), dtype=s.dtype,
+                                              device=self.device)
+                               for n, s in self.phase.inputs.items()}
+                # The phase's own static buffers (the verify's tree mask) at the largest size
+                # too, whichever size is captured first.
+                self.phase.extra_static(top, self.static)
+            with self.factory.capturing():
+                self._capture(self.factory, size)
+        if self.on_capture is not None:
+            self.on_capture([self.graphs[size]])
 
     def _capture(self, factory: GraphFactory, size: int) -> None:
         empty = {n: torch.empty((0, *s.tail), dtype=s.dtype, device=self.device)
@@ -122,7 +143,7 @@ class PhaseRunner:
         self.graphs[size], self.captured_inputs[size] = graph, x
 
     def can_run(self, bs: int) -> bool:
-        return bool(self.graphs) and bs <= self.buckets[-1]
+        return self.use_graph and bs <= self.buckets[-1]
 
     def bucket(self, bs: int) -> int:
         return next(b for b in self.buckets if b >= bs)
@@ -142,6 +163,7 @@ class PhaseRunner:
             agree(self.tp_agree, (type(self.phase).__name__, self.last_ran_graph, size))
         fields = {name: getattr(live, name) for name in self.phase.inputs}
         if self.last_ran_graph:
+            self.capture_size(size)  # after the ranks agreed: every rank captures alike
             padded = pad_inputs(self.phase.inputs, fields, bs, size, self.static, self.dirty)
             if faults.on("tp_idle_rank_dummy_writes") and self.tp_rank > 0:
                 idle_lanes_from_live_row(padded, fields, bs, size)

@@ -16,7 +16,8 @@ output_size) raises GraphCaptureError, as cudaStreamCaptureStatus would make it 
 
 What it cannot model: kernels that run outside torch dispatch (Triton, also interpreted),
 so engines refuse cuda_graph with Triton kernels on CPU; `Tensor.tolist()`, which bypasses
-dispatch; timing, streams, and memory-pool sharing (each op allocates afresh at replay before
+dispatch; a capture under torch.inference_mode (refused: its replay went wrong); timing,
+streams, and memory-pool sharing (each op allocates afresh at replay before
 copying into the captured output). A kernel reference that reads its inputs on the host
 (`tolist()`) and writes its outputs in place goes through `kernel_node`: capture records
 the call as one node, which replay runs again on the same tensors, as a CUDA graph reruns a
@@ -108,6 +109,9 @@ class CPUGraph:
         self._ops: list[tuple] | None = None
 
     def capture(self, fn):
+        if torch.is_inference_mode_enabled():
+            raise GraphCaptureError("CPU capture under torch.inference_mode: its replay is not "
+                                    "modelled (it replayed wrong); capture outside it")
         rec = _Recorder()
         _capturing.append(rec)
         try:

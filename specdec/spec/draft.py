@@ -44,9 +44,13 @@ class DraftWorker:
         bs = live.req_pool_indices.shape[0]
         self.extend_runner.run(live, bs)
         runner = self.extend_runner
-        if faults.on("draft_extend_reads_graph_buffers_on_fallback") and runner.graphs and not runner.last_ran_graph:
+        if faults.on("draft_extend_reads_graph_buffers_on_fallback") and runner.use_graph \
+                and not runner.last_ran_graph:
             # The historical bug: after an eager fallback, the pool is updated from the runner's
-            # stale static buffers instead of this run's outputs.
+            # stale static buffers instead of this run's outputs (those of its largest size,
+            # captured now if no batch has needed it yet, as the reference captured it at
+            # start-up).
+            runner.capture_size(runner.buckets[-1])
             stale = runner.outputs[runner.buckets[-1]]
             self.state.store(live.req_pool_indices, stale.hidden[:bs], stale.topk_p[:bs],
                              stale.topk_index[:bs], stale.logits[:bs])
