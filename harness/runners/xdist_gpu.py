@@ -14,12 +14,18 @@ def worker_index() -> int | None:
     return int(name[2:]) if name.startswith("gw") else None
 
 
+def cache_base() -> str:
+    """The Triton cache directory this process was given (Triton's default if none): the
+    parent of the per-worker caches and of the store of published kernels."""
+    return os.environ.get("TRITON_CACHE_DIR", os.path.expanduser("~/.triton/cache"))
+
+
 def pin_worker(idx: int) -> None:
     """Round robin over the GPUs, and a Triton cache of the worker's own (a shared cache under
     concurrent compiles has produced silent NaNs upstream), with finished kernels passed
     between workers through a store (harness/runners/triton_cache.py): compiled once, not
     once per worker."""
-    base = os.environ.get("TRITON_CACHE_DIR", os.path.expanduser("~/.triton/cache"))
+    base = cache_base()
     os.environ["TRITON_CACHE_DIR"] = os.path.join(base, f"worker{idx}")
     import torch
     if torch.cuda.is_available():

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from harness.runners.cases import load_cases
 from harness.runners.suite import gpus_needed
+from harness.runners.xdist_gpu import cache_base
 
 
 def auto_jobs(device: str) -> int:
@@ -28,8 +29,7 @@ def job_env(slot: int, jobs: int, device: str) -> dict:
     """The environment of job slot `slot`'s processes."""
     env = dict(os.environ)
     if device.startswith("cuda"):
-        base = os.environ.get("TRITON_CACHE_DIR", os.path.expanduser("~/.triton/cache"))
-        env["TRITON_CACHE_DIR"] = os.path.join(base, f"zoo{slot}")
+        env["TRITON_CACHE_DIR"] = os.path.join(cache_base(), f"zoo{slot}")
     else:
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // jobs))
     return env
@@ -50,8 +50,7 @@ def detect_in_parallel(names: list[str], device: str, profile_name: str, jobs: i
     if gpus:
         from harness.runners import triton_cache
         from harness.runners.xdist_gpu import use_gpu_locks
-        base = os.environ.get("TRITON_CACHE_DIR", os.path.expanduser("~/.triton/cache"))
-        triton_cache.configure(base)  # inherited by every job's processes
+        triton_cache.configure(cache_base())  # inherited by every job's processes
         use_gpu_locks(gpus)
     jobs = max(1, min(jobs, len(names)))
     cases = load_cases()
