@@ -1,6 +1,9 @@
 """The meta-test: the ordinary property suite (ci profile) fails with each historical fault
-switched on, and its regression examples pass with none. Detection comes only from the
-generic oracles of harness/runners/suite.py; nothing here names what a fault breaks."""
+switched on, and its regression examples pass with none. The suite is run as `pytest -n
+auto` runs it, entries side by side: the entry holding the case's regression example first
+(harness/runners/zoo.py, scope "entry"; `python -m harness zoo` walks the whole suite).
+Detection comes only from the generic oracles of harness/runners/suite.py; nothing here
+names what a fault breaks."""
 from __future__ import annotations
 
 import pytest
@@ -39,7 +42,7 @@ def test_suite_catches(fault):
     if not runnable(CASES[fault].example, DEVICE):
         pytest.skip(f"{fault}: tp_size={CASES[fault].example.tp_size} needs more GPUs than "
                     "are visible")
-    row = detect_isolated(fault, DEVICE, "ci")
+    row = detect_isolated(fault, DEVICE, "ci", scope="entry")
     assert row.caught, f"{fault}: the suite passed {row.examples} examples with the fault on"
     case = CASES[fault]
     assert row.declared_caught, (f"{fault}: declared to fail {case.prop}:{case.check}, caught "

@@ -49,3 +49,23 @@ def test_clock_is_exclusive_and_sums_to_wall(tmp_path, monkeypatch):
 def test_table_names_an_empty_directory(tmp_path):
     with pytest.raises(ValueError, match="no gate profile records"):
         gate_profile.table(str(tmp_path))
+
+
+def test_gpu_lock_holds_are_recorded_and_tabled(tmp_path, monkeypatch):
+    """Each hold of the TP engines' GPU locks is one line the profile sums per GPU against
+    the run's wall; a lock never taken records nothing."""
+    from specdec.tp import gpu_lock
+    monkeypatch.setenv(gpu_lock.ENV, str(tmp_path / "locks"))
+    monkeypatch.setenv(gpu_lock.HOLDS_ENV, str(tmp_path / gate_profile.HOLDS))
+    locks = gpu_lock.GPULocks([1, 0])
+    locks.acquire(5)
+    time.sleep(0.05)
+    locks.release()
+    locks.release()  # released twice: one hold
+    gpu_lock.GPULocks([0]).release()  # never taken
+    holds = [json.loads(line) for line in (tmp_path / gate_profile.HOLDS).read_text().splitlines()]
+    assert len(holds) == 1 and holds[0]["gpus"] == [0, 1]
+    assert holds[0]["end"] - holds[0]["start"] >= 0.05
+    (tmp_path / "gw0.json").write_text(json.dumps({"worker": "gw0", "wall": 1.0, "tests": {}}))
+    text = gate_profile.table(str(tmp_path))
+    assert "GPU locks: 1 holds; GPU 0 held 0 s (5% of the 1 s run), GPU 1 held 0 s" in text, text

@@ -69,3 +69,53 @@ def test_a_broken_store_entry_is_a_miss_not_an_error(worker, tmp_path):
     entry.mkdir(parents=True)
     (entry / "__grp__k.json").write_text(json.dumps({"child_paths": ["k.cubin"]}))
     assert worker("worker0").get_group("k.json") is None  # its child is missing
+
+
+def _claim_path(tmp_path, key: str = "KEY"):
+    return tmp_path / "published" / f"{key}.claim"
+
+
+def test_a_worker_waits_for_the_claimers_compile_instead_of_compiling(worker, tmp_path,
+                                                                       monkeypatch):
+    """The key claimed by a live process: the next worker to miss takes the kernel once it
+    is published (here 0.3 s later, from another thread standing in for that process)."""
+    import threading
+    import time
+    monkeypatch.setattr(triton_cache, "CLAIM_WAIT_S", 20.0)
+    publisher = worker("worker0")
+    _claim_path(tmp_path).parent.mkdir(parents=True)
+    _claim_path(tmp_path).write_text(str(os.getpid()))
+    waiter = worker("worker1")
+    timer = threading.Timer(0.3, lambda: _compile(publisher))
+    t0 = time.monotonic()
+    timer.start()
+    group = waiter.get_group("k.json")
+    timer.join()
+    assert group is not None and set(group) == set(FILES)  # taken, not compiled
+    assert time.monotonic() - t0 >= 0.3
+
+
+def test_a_dead_claimers_key_is_compiled_and_its_claim_dropped(worker, tmp_path):
+    import subprocess
+    import sys
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    _claim_path(tmp_path).parent.mkdir(parents=True)
+    _claim_path(tmp_path).write_text(str(dead.pid))
+    assert worker("worker0").get_group("k.json") is None  # compile it here
+    assert not _claim_path(tmp_path).exists()
+
+
+def test_a_claim_ends_with_its_publish_or_the_next_miss(worker, tmp_path):
+    """A miss claims the key; publishing ends the claim; a compile that raised publishes
+    nothing, and the claimer's next miss ends that claim (no one waits on it for long)."""
+    a = worker("worker0")
+    assert a.get_group("k.json") is None and _claim_path(tmp_path).exists()
+    _compile(a)
+    assert not _claim_path(tmp_path).exists()
+    b = worker("worker1", key="RAISES")
+    assert b.get_group("k.json") is None and _claim_path(tmp_path, "RAISES").exists()
+    assert worker("worker1", key="NEXT").get_group("k.json") is None
+    assert not _claim_path(tmp_path, "RAISES").exists()
+    assert _claim_path(tmp_path, "NEXT").exists()
+    triton_cache._end_claim()

@@ -1,11 +1,14 @@
-"""Under `pytest -n N` on a host with several GPUs, every multi_gpu test runs on one xdist
-worker (harness/runners/xdist_gpu.py). Shown on CPU with a real xdist run of a small test
-directory whose conftest tells the same hooks the plugin uses that the host has 2 GPUs."""
+"""Under `pytest -n N` on a host with several GPUs, the multi_gpu tests of one test function
+run on one xdist worker, and they are handed out first (harness/runners/xdist_gpu.py).
+Shown on CPU with a real xdist run of a small test directory whose conftest tells the same
+hooks the plugin uses that the host has 2 GPUs."""
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+
+import pytest
 
 from harness.runners import xdist_gpu
 
@@ -38,14 +41,19 @@ def _note(name, seconds):
         f.write(os.environ.get("PYTEST_XDIST_WORKER", "none"))
     time.sleep(seconds)
 
-# The grouped tests are short and the others long: whichever worker takes the group is free
+# The grouped tests are short and the others long: whichever worker takes a group is free
 # again long before the other has run the single-GPU tests, so load scheduling must hand
-# it some of them (under a loaded host too), and one worker taking them all means none
-# were spread.
+# it some of them (under a loaded host too), and one worker taking a function's tests
+# means they were not spread.
 @pytest.mark.multi_gpu
-@pytest.mark.parametrize("i", range(6))
+@pytest.mark.parametrize("i", range(3))
 def test_tp(i):
     _note(f"tp{i}", 0.01)
+
+@pytest.mark.multi_gpu
+@pytest.mark.parametrize("i", range(3))
+def test_tq(i):
+    _note(f"tq{i}", 0.01)
 
 @pytest.mark.parametrize("i", range(10))
 def test_single(i):
@@ -53,7 +61,7 @@ def test_single(i):
 """
 
 
-def _workers(tmp_path, gpus: int) -> tuple[set, set]:
+def _workers(tmp_path, gpus: int) -> tuple[set, set, set]:
     d = tmp_path / f"gpus{gpus}"
     notes = d / "notes"
     notes.mkdir(parents=True)
@@ -72,36 +80,55 @@ def _workers(tmp_path, gpus: int) -> tuple[set, set]:
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     seen = {p.name: p.read_text() for p in notes.iterdir()}
     assert len(seen) == 16, seen
-    return ({w for n, w in seen.items() if n.startswith("tp")},
-            {w for n, w in seen.items() if n.startswith("single")})
+    return tuple({w for n, w in seen.items() if n.startswith(p)} for p in ("tp", "tq", "single"))
 
 
-def test_multi_gpu_tests_share_one_worker(tmp_path):
+def test_multi_gpu_tests_of_a_function_share_one_worker(tmp_path):
     """The same run is its own control: the single-GPU tests, as many and as long, are
-    spread over both workers by load scheduling; only the grouping keeps the others on one.
-    (A whole second run with one GPU, which spreads them too, costs 20 s more on 2 cores.)"""
-    tp, single = _workers(tmp_path, gpus=2)
-    assert len(tp) == 1, f"multi_gpu tests ran on workers {tp}"
+    spread over both workers by load scheduling; only the grouping keeps each multi-GPU
+    function's tests on one. (A whole second run with one GPU, which spreads them too, costs
+    20 s more on 2 cores.)"""
+    tp, tq, single = _workers(tmp_path, gpus=2)
+    assert len(tp) == 1, f"test_tp's multi_gpu tests ran on workers {tp}"
+    assert len(tq) == 1, f"test_tq's multi_gpu tests ran on workers {tq}"
     assert len(single) == 2, f"the single-GPU tests all ran on {single}: nothing was spread"
 
 
 class _Item:
     def __init__(self, name: str, multi: bool) -> None:
-        self.nodeid, self.multi = f"t.py::{name}", multi
+        self.nodeid, self.multi, self.groups = f"tests/t.py::{name}", multi, []
+        self.originalname = name.split("[")[0]
 
     def get_closest_marker(self, name):
         return object() if self.multi and name == "multi_gpu" else None
 
     def add_marker(self, mark):
-        raise AssertionError(f"{self.nodeid} was grouped: {mark}")
+        self.groups.append(mark.args[0])
 
 
-def test_spread_puts_multi_gpu_tests_first_and_ungrouped(monkeypatch):
-    """SPECDEC_XDIST_MULTI_GPU=spread: no xdist group, the multi_gpu tests first in the
-    collection (LoadGroupScheduling hands the first units to distinct workers); the rest keep
-    their order. Without the variable they are grouped (the test above)."""
-    monkeypatch.setenv(xdist_gpu.SPREAD_ENV, "spread")
-    items = [_Item("a", False), _Item("tp1", True), _Item("b", False), _Item("tp2", True)]
-    assert xdist_gpu.group_multi_gpu(None, items, gpus=2) == 2
-    assert [i.nodeid[6:] for i in items] == ["tp1", "tp2", "a", "b"]
-    assert xdist_gpu.group_multi_gpu(None, items, gpus=1) == 0  # one GPU: nothing moves
+def _grouped(monkeypatch, mode: str | None, gpus: int = 2) -> list[tuple[str, list]]:
+    if mode is None:
+        monkeypatch.delenv(xdist_gpu.SPREAD_ENV, raising=False)
+    else:
+        monkeypatch.setenv(xdist_gpu.SPREAD_ENV, mode)
+    items = [_Item("a", False), _Item("tp[1]", True), _Item("b", False), _Item("tq[1]", True),
+             _Item("tp[2]", True)]
+    xdist_gpu.group_multi_gpu(None, items, gpus=gpus)
+    return [(i.nodeid.split("::")[1], i.groups) for i in items]
+
+
+def test_groupings_put_multi_gpu_tests_first(monkeypatch):
+    """Every grouping hands the multi_gpu tests out first and keeps the rest in order: by
+    default one xdist group per test function, "one" a single group, "spread" none; one GPU
+    moves nothing; an unknown grouping is refused by name."""
+    g = "multi_gpu-t-"
+    assert _grouped(monkeypatch, None) == [("tp[1]", [g + "tp"]), ("tq[1]", [g + "tq"]),
+                                           ("tp[2]", [g + "tp"]), ("a", []), ("b", [])]
+    assert _grouped(monkeypatch, "one") == [("tp[1]", ["multi_gpu"]), ("tq[1]", ["multi_gpu"]),
+                                            ("tp[2]", ["multi_gpu"]), ("a", []), ("b", [])]
+    assert _grouped(monkeypatch, "spread") == [("tp[1]", []), ("tq[1]", []), ("tp[2]", []),
+                                               ("a", []), ("b", [])]
+    assert [n for n, _ in _grouped(monkeypatch, None, gpus=1)] == ["a", "tp[1]", "b", "tq[1]",
+                                                                   "tp[2]"]
+    with pytest.raises(pytest.UsageError, match="'spreads'.*function, one, spread"):
+        _grouped(monkeypatch, "spreads")

@@ -56,6 +56,10 @@ def _add_zoo_parser(sub) -> None:
     z.add_argument("--jobs", default="auto",
                    help="faults run at once, each in its own process (default auto: as many "
                         "as pytest -n auto starts workers; 1: one after another)")
+    z.add_argument("--scope", default="suite", choices=("suite", "entry"),
+                   help="suite (default): the whole suite, one example after another; entry: "
+                        "the suite entry holding the fault's regression example first, as "
+                        "pytest -n auto runs it (the meta-test cases/test_zoo.py)")
     z.add_argument("--in-process", action="store_true", help=argparse.SUPPRESS)
     z.add_argument("--gpu", type=int, default=None, help=argparse.SUPPRESS)
 
@@ -113,6 +117,10 @@ def _add_gate_profile_parser(sub) -> None:
                        "SPECDEC_GATE_PROFILE=DIR pytest -n auto, then this on DIR")
     g.add_argument("dir")
     g.add_argument("--top", type=int, default=10, help="the tests that took longest")
+    g.add_argument("--durations", default=None, metavar="FILE",
+                   help="also write each test's seconds here, the order pytest -n auto runs "
+                        "tests in on a GPU (harness/runners/gate_durations.json)")
+    g.add_argument("--source", default="", help="with --durations: where they were measured")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -216,7 +224,7 @@ def _run_zoo(ap, args, device: str, argv) -> int:
     elif not jobs.isdigit() or int(jobs) < 1:
         ap.error(f"--jobs {jobs!r}: a number of processes >= 1, or auto")
     rows = zoo(device, args.profile, names, json_path=args.json, in_process=args.in_process,
-               jobs=int(jobs))
+               jobs=int(jobs), scope=args.scope)
     # A fault caught only by another check than its case declares is a weak law: exit 1 too.
     return 0 if all(r.caught and r.declared_caught for r in rows) else 1
 
@@ -242,9 +250,12 @@ def _run_repro(ap, args, device: str, argv) -> int:
 
 # Each command's runner: (parser, parsed args, device, the command line for result stamps).
 def _run_gate_profile(ap, args, device: str, argv) -> int:
-    from harness.runners.gate_profile import table
+    from harness.runners.gate_profile import table, seconds_per_test
     try:
         print(table(args.dir, args.top))
+        if args.durations:
+            from harness.runners.gate_order import save
+            save(seconds_per_test(args.dir), args.durations, args.source or args.dir)
     except (OSError, ValueError) as exc:
         ap.error(str(exc))
     return 0

@@ -66,12 +66,19 @@ def _timed(label: str, fn):
     return wrapper
 
 
+HOLDS = "gpu-lock-holds.jsonl"  # the TP engines' GPU lock holds (specdec/tp/gpu_lock.py)
+
+
 def install() -> bool:
-    """Wrap the phases (once per process) when ENV is set; whether profiling is on."""
+    """Wrap the phases (once per process) when ENV is set; whether profiling is on. The GPU
+    lock holds of this process and those it starts (zoo runs, TP scripts) go to DIR/HOLDS."""
     if not os.environ.get(ENV):
         return False
     if getattr(install, "done", False):
         return True
+    from specdec.tp.gpu_lock import HOLDS_ENV
+    os.makedirs(os.environ[ENV], exist_ok=True)
+    os.environ.setdefault(HOLDS_ENV, os.path.join(os.path.abspath(os.environ[ENV]), HOLDS))
     import importlib
     for label, module, attr in PHASES:
         try:
@@ -108,8 +115,7 @@ def write(worker: str) -> None:
                    "tests": CLOCK.tests}, f)
 
 
-def table(directory: str, top: int = 10) -> str:
-    """The per-phase table over every worker's record, and the tests that pay most."""
+def _records(directory: str) -> list[dict]:
     records = []
     for name in sorted(os.listdir(directory)):
         if name.endswith(".json"):
@@ -117,6 +123,17 @@ def table(directory: str, top: int = 10) -> str:
                 records.append(json.load(f))
     if not records:
         raise ValueError(f"no gate profile records (*.json) in {directory}")
+    return records
+
+
+def seconds_per_test(directory: str) -> dict[str, float]:
+    """Each test's wall time (its phases summed): what harness/runners/gate_order.py orders by."""
+    return {n: sum(t.values()) for rec in _records(directory) for n, t in rec["tests"].items()}
+
+
+def table(directory: str, top: int = 10) -> str:
+    """The per-phase table over every worker's record, and the tests that pay most."""
+    records = _records(directory)
     phase: dict[str, float] = defaultdict(float)
     by_test = {n: t for rec in records for n, t in rec["tests"].items()}  # a test runs once
     for rec in records:
@@ -129,6 +146,7 @@ def table(directory: str, top: int = 10) -> str:
              f"{'phase':<16} {'seconds':>9} {'share':>6}"]
     for label, s in sorted(phase.items(), key=lambda kv: -kv[1]):
         lines.append(f"{label:<16} {s:9.1f} {100 * s / total:5.1f}%")
+    lines += _holds(directory, max(r["wall"] for r in records))
     lines.append(f"\nthe {top} tests that take longest (seconds: phases)")
     for nodeid, s in sorted(((n, sum(t.values())) for n, t in by_test.items()),
                             key=lambda kv: -kv[1])[:top]:
@@ -136,3 +154,22 @@ def table(directory: str, top: int = 10) -> str:
                                                             key=lambda kv: -kv[1]) if v >= 0.05)
         lines.append(f"{s:7.1f}  {nodeid}: {parts}")
     return "\n".join(lines)
+
+
+def _holds(directory: str, wall: float) -> list[str]:
+    """The GPU locks' use: how long some TP engine held each GPU, against the run's wall
+    (a GPU held nearly all the time is the gate's critical path on several GPUs)."""
+    path = os.path.join(directory, HOLDS)
+    if not os.path.exists(path):
+        return []
+    held: dict[int, float] = defaultdict(float)
+    count = 0
+    with open(path) as f:
+        for line in f:
+            hold = json.loads(line)
+            count += 1
+            for gpu in hold["gpus"]:
+                held[gpu] += hold["end"] - hold["start"]
+    return [f"GPU locks: {count} holds; " + ", ".join(
+        f"GPU {g} held {s:.0f} s ({100 * s / wall:.0f}% of the {wall:.0f} s run)"
+        for g, s in sorted(held.items()))]

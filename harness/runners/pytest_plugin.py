@@ -28,7 +28,7 @@ import os
 import pytest
 import torch
 
-from harness.runners import gate_profile, xdist_gpu
+from harness.runners import gate_profile, gate_order, xdist_gpu
 
 # Hypothesis comes with the `test` extra; an environment with a plain `pip install specdec`
 # still runs its own pytest, just without the profiles.
@@ -102,6 +102,8 @@ def pytest_runtest_protocol(item, nextitem):
 @pytest.hookimpl(tryfirst=True)  # before xdist's own: it reads the xdist_group marks
 def pytest_collection_modifyitems(config, items) -> None:
     _select_engines(config, items)
+    if xdist_gpu.on_gpus():
+        gate_order.longest_first(items, gate_order.load())
     xdist_gpu.group_multi_gpu(config, items)
 
 

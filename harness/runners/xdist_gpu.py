@@ -39,22 +39,27 @@ def auto_num_workers() -> int:
     cpus = os.cpu_count() or 1
     if torch.cuda.is_available():
         # Workers are host-bound (tiny models: kernel launches, Python), so one per CPU core,
-        # up to 16 per GPU (a CUDA context each, ~600 MiB). Measured on one H100 with 16
-        # cores: 12 workers ran the gpu-profile suite in 6 min, 4 workers would need ~16.
+        # up to 16 per GPU (a CUDA context each, ~600 MiB). Measured, the 1-GPU gate on one
+        # H100 of a 32-core host, both runs at once (bench/results/gate-workers-h100x2-
+        # 2026-11-26.txt): 16 workers 258 s, 8 workers not done at 380 s.
         gpus = torch.cuda.device_count()
         return max(gpus, min(cpus, 16 * gpus))
     return cpus
 
 
 # -- tests that need several GPUs, under `pytest -n auto` ------------------------------------
-# On a host with G >= 2 GPUs every test marked multi_gpu (TP laws, TP zoo cases, the NCCL
-# endings) runs on one xdist worker, one after another, while the others keep one GPU each:
-# the controller schedules with xdist's LoadGroupScheduling (tests without the group are
-# spread as under plain `load`) and the workers tag those tests' node ids with the group, as
-# `--dist loadgroup` would, so `pytest -n auto` stays the one command. Across processes (zoo
-# subprocesses, another pytest), rank 0 of a TP engine holds a lock per GPU of its group
-# while the engine is in use (specdec/tp/gpu_lock.py, SPECDEC_TP_GPU_LOCKS). With fewer than
-# 2 GPUs, or on CPU, none of this happens.
+# On a host with G >= 2 GPUs the tests marked multi_gpu (TP laws, TP zoo cases, the NCCL
+# endings) go first in the collection, in xdist groups of one test function each: each
+# function's tests run on one worker, one after another, and the functions start at once on
+# distinct workers. Across processes (those workers, zoo subprocesses, another pytest), rank
+# 0 of a TP engine holds a lock per GPU of its group while the engine is in use
+# (specdec/tp/gpu_lock.py, SPECDEC_TP_GPU_LOCKS), so the engines still take the GPUs one at
+# a time while everything else those tests do (subprocess start-up, imports, single-GPU
+# examples, model builds) runs side by side. The controller schedules with xdist's
+# LoadGroupScheduling (tests without a group are spread as under plain `load`) and the
+# workers tag those tests' node ids with their group, as `--dist loadgroup` would, so
+# `pytest -n auto` stays the one command. With fewer than 2 GPUs, or on CPU, none of this
+# happens.
 MULTI_GPU_GROUP = "multi_gpu"
 _GROUPING_ENV = "SPECDEC_XDIST_MULTI_GPU_GROUP"  # controller -> workers: the group is on
 
@@ -86,32 +91,51 @@ def configure_multi_gpu(config, gpus: int | None = None) -> None:
         os.environ[_GROUPING_ENV] = "1"  # inherited by the workers xdist spawns next
 
 
-SPREAD_ENV = "SPECDEC_XDIST_MULTI_GPU"  # "group" (the default) or "spread"
+SPREAD_ENV = "SPECDEC_XDIST_MULTI_GPU"
+GROUPINGS = ("function", "one", "spread")  # SPREAD_ENV's values; "function" is the default
+
+
+def grouping() -> str:
+    mode = os.environ.get(SPREAD_ENV, "function")
+    if mode not in GROUPINGS:
+        raise pytest.UsageError(f"{SPREAD_ENV}={mode!r}: expected one of {', '.join(GROUPINGS)}")
+    return mode
+
+
+def group_of(item, mode: str) -> str | None:
+    """The xdist group of a multi_gpu test: one per test function ("function", the default),
+    one for them all ("one": a single worker runs every multi-GPU test in turn; 2 H100s,
+    2026-11-26: the gate's critical path), none ("spread": every test a unit of its own, so
+    up to one worker per test blocks on the GPU locks)."""
+    if mode == "spread":
+        return None
+    if mode == "one":
+        return MULTI_GPU_GROUP
+    module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1].removesuffix(".py")
+    function = getattr(item, "originalname", None) or item.nodeid.split("::")[-1].split("[")[0]
+    return f"{MULTI_GPU_GROUP}-{module}-{function}"
 
 
 def group_multi_gpu(config, items, gpus: int | None = None) -> int:
-    """Put the multi_gpu tests in one xdist group; the count of them. With
-    SPECDEC_XDIST_MULTI_GPU=spread, no group: the multi_gpu tests go first in the collection,
-    each a unit of its own for LoadGroupScheduling (which hands the first units to distinct
-    workers), so their engines queue on the GPU locks (specdec/tp/gpu_lock.py) while
-    everything else they do (imports, subprocess start-up, model builds) runs side by side."""
+    """Put the multi_gpu tests first in the collection (LoadGroupScheduling hands the first
+    units to distinct workers: the long poles start at once), each in its xdist group
+    (group_of); the count of them. The rest keep their order."""
     if not multi_gpu_host(gpus):
         return 0
-    if os.environ.get(SPREAD_ENV, "group") == "spread":
-        multi = [i for i in items if i.get_closest_marker("multi_gpu") is not None]
-        items[:] = multi + [i for i in items if i.get_closest_marker("multi_gpu") is None]
-        return len(multi)
-    tag = worker_index() is not None and os.environ.get(_GROUPING_ENV) == "1" \
+    mode = grouping()
+    multi = [i for i in items if i.get_closest_marker("multi_gpu") is not None]
+    items[:] = multi + [i for i in items if i.get_closest_marker("multi_gpu") is None]
+    tag = config is not None and worker_index() is not None \
+        and os.environ.get(_GROUPING_ENV) == "1" \
         and not getattr(config.option, "loadgroup", False)  # --dist loadgroup: xdist tags
-    n = 0
-    for item in items:
-        if item.get_closest_marker("multi_gpu") is None:
+    for item in multi:
+        group = group_of(item, mode)
+        if group is None:
             continue
-        item.add_marker(pytest.mark.xdist_group(MULTI_GPU_GROUP))
-        if tag and not item.nodeid.endswith("@" + MULTI_GPU_GROUP):
-            item._nodeid = f"{item.nodeid}@{MULTI_GPU_GROUP}"  # what xdist's loadgroup does
-        n += 1
-    return n
+        item.add_marker(pytest.mark.xdist_group(group))
+        if tag and not item.nodeid.endswith("@" + group):
+            item._nodeid = f"{item.nodeid}@{group}"  # what xdist's loadgroup does
+    return len(multi)
 
 
 def make_scheduler(config, log, gpus: int | None = None):
@@ -137,3 +161,8 @@ def _gpu_count(gpus: int | None) -> int:
         import torch
         gpus = torch.cuda.device_count()
     return gpus
+
+
+def on_gpus() -> bool:
+    """Whether this pytest runs on GPUs (where harness/runners/test_order.py orders tests)."""
+    return _gpu_count(None) > 0

@@ -1,9 +1,16 @@
 """`python -m harness zoo`: does the ordinary property suite catch every historical fault?
 
 For each fault (specdec/faults.py) we switch it on and run the suite of harness/runners/suite.py
-until something fails: first the regression examples (each case's configuration through its
-property, in registry order), then the generated examples entry by entry (the active
-Hypothesis profile's counts, no shrinking: we time the first failure, not the minimal one).
+until something fails (the active Hypothesis profile's counts, no shrinking: we time the
+first failure, not the minimal one). Two scopes:
+- "suite" (`harness zoo`'s default): the whole suite, one example after another: first the
+  regression examples (each case's configuration through its property, in registry order),
+  then the generated examples entry by entry;
+- "entry" (the meta-test cases/test_zoo.py): the suite as `pytest -n auto` runs it, every
+  entry a test of its own, all at once, each starting with its explicit examples. The gate
+  goes red when the first entry fails, at the latest when the entry holding the case's
+  regression example does: that entry is run, as its test runs (its explicit examples,
+  then its generated ones), and timed; should it pass, the whole suite follows as above.
 A fault is caught when any property fails; the matrix names the check that did (a crash is
 reported as `crash: <exception type>`), the examples run and the seconds until then.
 
@@ -80,7 +87,18 @@ def _own_example_check(case, device: str) -> str:
     return ""
 
 
-def detect(fault: str, device: str, profile: settings) -> ZooRow:
+SCOPES = ("suite", "entry")
+
+
+def entry_of(case):
+    """The suite entry whose explicit examples hold the case's example (cases/test_zoo.py
+    asserts every case has one)."""
+    return next(e for e in suite() if case.example in e.examples())
+
+
+def detect(fault: str, device: str, profile: settings, scope: str = "suite") -> ZooRow:
+    if scope not in SCOPES:
+        raise ValueError(f"zoo scope {scope!r}: expected one of {', '.join(SCOPES)}")
     CASES = load_cases()
     row, t0 = ZooRow(fault, REGISTRY[fault].source), time.perf_counter()
     own = []  # set when the first failure is the case's own example through its own law
@@ -105,6 +123,11 @@ def detect(fault: str, device: str, profile: settings) -> ZooRow:
         return sorted(items, key=lambda i: gpus_needed(axes(i), device) > 1)
     with faults.active(fault):
         try:
+            if scope == "entry":
+                entry = entry_of(CASES[fault])
+                for ex in entry.examples():
+                    judge(entry.prop, ex, "example")
+                entry.law(device, lambda p, c: judge(p, c, "generated"), quiet)()
             for case in single_gpu_first(CASES.values(), lambda c: c.example):
                 if runnable(case.example, device):  # tensor parallel: enough GPUs
                     judge(case.prop, case.example, "example")
@@ -148,14 +171,14 @@ def run_bounded(args: list[str], limit: float, what: str,
 
 
 def detect_isolated(fault: str, device: str, profile_name: str, gpu: int | None = None,
-                    env: dict | None = None) -> ZooRow:
+                    env: dict | None = None, scope: str = "suite") -> ZooRow:
     """On a GPU each fault runs in its own process: a fault that makes a kernel read out of
     bounds leaves the CUDA context unusable, and every later fault would 'fail' on that. The
     process runs on `gpu` (default: this process's current GPU, an xdist worker's pin), its
     tensor-parallel ranks on the GPUs after it. `env` (parallel zoo jobs): the process's
     environment; with it a CPU fault runs in a process of its own too."""
     if not device.startswith("cuda") and env is None:
-        return detect(fault, device, settings.get_profile(profile_name))
+        return detect(fault, device, settings.get_profile(profile_name), scope)
     import os
     import sys
     import tempfile
@@ -166,7 +189,7 @@ def detect_isolated(fault: str, device: str, profile_name: str, gpu: int | None 
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         rc, out, err = run_bounded([sys.executable, "-X", "faulthandler", "-m", "harness", "zoo",
                                     "--device", device, "--profile", profile_name, "--faults",
-                                    fault, "--json", f.name, "--in-process"]
+                                    fault, "--json", f.name, "--in-process", "--scope", scope]
                                    + ([] if gpu is None else ["--gpu", str(gpu)]), limit,
                                    f"zoo subprocess for {fault} (SPECDEC_ZOO_FAULT_TIMEOUT)",
                                    env)
@@ -189,7 +212,7 @@ def format_row(r: ZooRow) -> str:
 
 
 def zoo(device: str, profile_name: str, names=None, out=None, json_path=None,
-        in_process: bool = False, jobs: int = 1) -> list[ZooRow]:
+        in_process: bool = False, jobs: int = 1, scope: str = "suite") -> list[ZooRow]:
     """Every fault (or `names`) through detect: one after another, or (jobs > 1) in `jobs`
     processes at once (harness/runners/zoo_jobs.py). Rows print as faults finish; the JSON
     and the returned rows are in registry order."""
@@ -211,16 +234,16 @@ def zoo(device: str, profile_name: str, names=None, out=None, json_path=None,
         print(format_row(r), file=out, flush=True)
 
     if in_process:
-        rows = [detect(n, device, settings.get_profile(profile_name)) for n in todo]
+        rows = [detect(n, device, settings.get_profile(profile_name), scope) for n in todo]
         for r in rows:
             report(r)
     elif jobs > 1:
         from harness.runners.zoo_jobs import detect_in_parallel
-        rows = detect_in_parallel(todo, device, profile_name, jobs, report)
+        rows = detect_in_parallel(todo, device, profile_name, jobs, report, scope)
     else:
         rows = []
         for n in todo:
-            rows.append(detect_isolated(n, device, profile_name))
+            rows.append(detect_isolated(n, device, profile_name, scope=scope))
             report(rows[-1])
     _summary(rows, skipped, device, jobs, time.perf_counter() - t0, out)
     if json_path:

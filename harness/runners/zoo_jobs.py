@@ -43,7 +43,7 @@ def gpus_of(device: str) -> int:
 
 
 def detect_in_parallel(names: list[str], device: str, profile_name: str, jobs: int,
-                       report) -> list:
+                       report, scope: str = "suite") -> list:
     """ZooRows for `names`, in their order; `report(row)` is called as each fault ends."""
     from harness.runners.zoo import detect_isolated
     gpus = gpus_of(device)
@@ -63,7 +63,7 @@ def detect_in_parallel(names: list[str], device: str, profile_name: str, jobs: i
         slot = slots.get()
         try:
             row = detect_isolated(name, device, profile_name, gpu=slot % gpus if gpus else None,
-                                  env=job_env(slot, jobs, device))
+                                  env=job_env(slot, jobs, device), scope=scope)
         finally:
             slots.put(slot)
         report(row)

@@ -157,21 +157,23 @@ class TPGroup:
         # Rank r runs on GPU (current + r) mod count: rank 0 stays where it is (an xdist
         # worker's pin): no tensor of its moves.
         base = torch.cuda.current_device() if device_type == "cuda" else None
-        locks = GPULocks([] if base is None else
-                         [(base + r) % torch.cuda.device_count() for r in range(world)])
-        locks.acquire(pg.TIMEOUT_S)
+        port = _free_port()
+        workers = Workers(mp.get_context("spawn"), world, _worker_main,
+                          (world, device_type, port, os.getpid(), torch.get_num_threads(),
+                           base))
+        control = workers.while_starting(
+            lambda: pg.init_groups(0, world, device_type, port, base), pg.TIMEOUT_S)
+        group = cls(0, world, device_type, control, workers, cuda_index=base)
+        # The GPU locks only now: starting the workers (seconds of Python and imports) and
+        # their communicators (one probe all-reduce) is no engine's use of the GPUs, and
+        # nobody else's engine waits through it (gpu_lock.py).
+        group.locks = GPULocks([] if base is None else
+                               [(base + r) % torch.cuda.device_count() for r in range(world)])
         try:
-            port = _free_port()
-            workers = Workers(mp.get_context("spawn"), world, _worker_main,
-                              (world, device_type, port, os.getpid(), torch.get_num_threads(),
-                               base))
-            control = workers.while_starting(
-                lambda: pg.init_groups(0, world, device_type, port, base), pg.TIMEOUT_S)
-            group = cls(0, world, device_type, control, workers, cuda_index=base)
+            group.locks.acquire(pg.TIMEOUT_S)
         except BaseException:
-            locks.release()
+            group.shutdown()
             raise
-        group.locks = locks
         return group
 
     def _watch(self) -> None:
