@@ -139,21 +139,24 @@ def group_multi_gpu(config, items, gpus: int | None = None) -> int:
 
 
 def make_scheduler(config, log, gpus: int | None = None):
-    """The controller's scheduler in place of `load`: LoadGroupScheduling on a multi-GPU
-    host; on CPU, WorkStealingScheduling (xdist 3.2+): `load` hands out the tests in fixed
-    batches, so on 2 cores a worker can end its batch on the slow engine tests while the
-    other idles, and an idle worker now takes over half of the other's queue; None (xdist's
-    own choice) on one GPU."""
+    """The controller's scheduler in place of `load`. On GPUs, LoadGroupScheduling: it hands
+    out one unit at a time as a worker runs low (at most three tests queued on a worker),
+    which with the longest tests first (harness/runners/gate_order.py) is close to longest-
+    processing-time scheduling; `load` sends a quarter of the tests round robin up front,
+    and on one H100 a worker was left with 277 s of them while the others ran out at 140 s
+    (bench/results/gate-profile-h100-2026-11-26-66d97d7.log). The groups of multi_gpu tests
+    need it on several GPUs anyway. On CPU, WorkStealingScheduling (xdist 3.2+): `load`
+    hands out the tests in fixed batches, so on 2 cores a worker can end its batch on the
+    slow engine tests while the other idles, and an idle worker now takes over half of the
+    other's queue."""
     if getattr(config.option, "dist", "no") != "load":
         return None
-    if multi_gpu_host(gpus):
+    if _gpu_count(gpus) > 0:
         from xdist.scheduler import LoadGroupScheduling
         return LoadGroupScheduling(config, log)
-    if _gpu_count(gpus) == 0:
-        import xdist.scheduler
-        steal = getattr(xdist.scheduler, "WorkStealingScheduling", None)
-        return steal and steal(config, log)
-    return None
+    import xdist.scheduler
+    steal = getattr(xdist.scheduler, "WorkStealingScheduling", None)
+    return steal and steal(config, log)
 
 
 def _gpu_count(gpus: int | None) -> int:
