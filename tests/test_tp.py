@@ -98,8 +98,9 @@ def test_gpu_locks_one_engine_per_gpu(tmp_path, monkeypatch):
     """specdec/tp/gpu_lock.py: a second holder of an overlapping GPU set waits, then times out
     naming the holder; disjoint sets do not wait; release frees them. (flock conflicts
     between two open files of one process too, so one process shows it.)"""
-    from specdec.tp.gpu_lock import ENV, GPULocks
+    from specdec.tp.gpu_lock import ENV, HOLDS_ENV, GPULocks
     monkeypatch.setenv(ENV, str(tmp_path))
+    monkeypatch.delenv(HOLDS_ENV, raising=False)  # not a profiled gate's engine holds
     first = GPULocks([1, 0])
     first.acquire(1.0)
     with pytest.raises(TimeoutError, match=rf"GPU 1 is held by another tensor-parallel engine "
