@@ -1,7 +1,8 @@
 """Longest tests first on a GPU (harness/runners/gate_order.py): the order comes from a
 profiled gate's per-test seconds, written by `harness gate-profile DIR --durations FILE`;
 unknown tests go first, equal ones keep the collection order, a worker's group suffix does
-not hide a test, and without a file nothing moves. The committed file names real tests."""
+not hide a test, a test's waits for the GPU locks are not its own time, and without a file
+nothing moves. The committed file names real tests."""
 from __future__ import annotations
 
 import json
@@ -37,7 +38,7 @@ def test_gate_profile_writes_the_durations_it_orders_by(tmp_path):
     prof = tmp_path / "prof"
     prof.mkdir()
     (prof / "gw0.json").write_text(json.dumps({"worker": "gw0", "wall": 9.0, "tests": {
-        "t.py::a": {"examples": 2.0, "graph capture": 1.0},
+        "t.py::a": {"examples": 2.0, "graph capture": 1.0, "gpu lock wait": 30.0},
         "t.py::b@multi_gpu-t-b": {"examples": 4.0}}}))
     out = tmp_path / "durations.json"
     res = subprocess.run([sys.executable, "-m", "harness", "gate-profile", str(prof),

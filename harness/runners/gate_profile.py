@@ -127,8 +127,11 @@ def _records(directory: str) -> list[dict]:
 
 
 def seconds_per_test(directory: str) -> dict[str, float]:
-    """Each test's wall time (its phases summed): what harness/runners/gate_order.py orders by."""
-    return {n: sum(t.values()) for rec in _records(directory) for n, t in rec["tests"].items()}
+    """Each test's own time, what harness/runners/gate_order.py orders by: its phases summed
+    but its waits for the GPU locks, which measure the other TP tests running beside it (with
+    them, the tests that met the most waiting would go first and meet more)."""
+    return {n: sum(v for k, v in t.items() if k != "gpu lock wait")
+            for rec in _records(directory) for n, t in rec["tests"].items()}
 
 
 def table(directory: str, top: int = 10) -> str:
