@@ -29,7 +29,8 @@ def test_every_fault_has_a_case_and_an_entry():
     assert list(CASES) == list(REGISTRY)
     entries = suite()
     for case in CASES.values():
-        assert any(case.example in e.examples() for e in entries), case.fault
+        assert any(e.prop == case.prop and case.example in e.examples() for e in entries), \
+            case.fault
 
 
 def test_faults_are_off_by_default():

@@ -15,6 +15,14 @@ from harness.runners.zoo import detect, entry_of
 FAULT = "prefix_evict_referenced"
 
 
+def test_every_case_has_an_entry_of_its_own_law():
+    """Another law's entry may hold an equal configuration among its own examples (the
+    structure law holds verify_metadata_before_padding's): the entry run is the case's law's."""
+    for case in load_cases().values():
+        entry = entry_of(case)
+        assert entry.prop == case.prop and case.example in entry.examples(), case.fault
+
+
 def test_entry_scope_stops_within_the_entrys_explicit_examples():
     case = load_cases()[FAULT]
     entry = entry_of(case)
