@@ -20,13 +20,14 @@ import time
 from collections import defaultdict
 
 ENV = "SPECDEC_GATE_PROFILE"
+LOCK_WAIT = "gpu lock wait"  # not a test's own time (seconds_per_test)
 # (label, module, qualified attribute): the phases timed inside a test.
 PHASES = (
     ("model build", "specdec.engine", "Engine._build_models"),
     ("engine build", "specdec.engine", "Engine.__init__"),
     ("graph capture", "specdec.graphs.runner", "PhaseRunner.capture_size"),
     ("tp group start", "specdec.tp.group", "TPGroup.leader"),
-    ("gpu lock wait", "specdec.tp.gpu_lock", "GPULocks.acquire"),
+    (LOCK_WAIT, "specdec.tp.gpu_lock", "GPULocks.acquire"),
     ("triton compile", "triton.runtime.jit", "JITFunction._do_compile"),
 )
 
@@ -130,7 +131,7 @@ def seconds_per_test(directory: str) -> dict[str, float]:
     """Each test's own time, what harness/runners/gate_order.py orders by: its phases summed
     but its waits for the GPU locks, which measure the other TP tests running beside it (with
     them, the tests that met the most waiting would go first and meet more)."""
-    return {n: sum(v for k, v in t.items() if k != "gpu lock wait")
+    return {n: sum(v for k, v in t.items() if k != LOCK_WAIT)
             for rec in _records(directory) for n, t in rec["tests"].items()}
 
 

@@ -65,10 +65,7 @@ _GROUPING_ENV = "SPECDEC_XDIST_MULTI_GPU_GROUP"  # controller -> workers: the gr
 
 
 def multi_gpu_host(gpus: int | None = None) -> bool:
-    if gpus is None:
-        import torch  # here, not at import: the plugin has it loaded; a test's conftest not
-        gpus = torch.cuda.device_count()
-    return gpus >= 2
+    return _gpu_count(gpus) >= 2
 
 
 def use_gpu_locks(gpus: int | None = None) -> bool:
@@ -160,12 +157,13 @@ def make_scheduler(config, log, gpus: int | None = None):
 
 
 def _gpu_count(gpus: int | None) -> int:
+    """`gpus` (a test pretending), else the visible GPUs."""
     if gpus is None:
-        import torch
+        import torch  # here, not at import: the plugin has it loaded; a test's conftest not
         gpus = torch.cuda.device_count()
     return gpus
 
 
 def on_gpus() -> bool:
-    """Whether this pytest runs on GPUs (where harness/runners/test_order.py orders tests)."""
+    """Whether this pytest runs on GPUs (where harness/runners/gate_order.py orders tests)."""
     return _gpu_count(None) > 0
