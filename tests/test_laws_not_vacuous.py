@@ -15,7 +15,7 @@ from harness.laws.structure import prop_structure
 from harness.laws.random_streams import StreamConfig, prop_random_streams
 from harness.strategies.runs import default_device
 from harness.strategies.configs import RunConfig
-from harness.runners.suite import runnable
+from harness.runners.suite import gpus_needed, runnable
 from harness.laws.tp_equals_single import prop_tp_equals_single
 from specdec.engine import Engine
 from specdec.graphs import runner as graph_runner
@@ -230,6 +230,13 @@ TP = RunConfig(topk=1, num_steps=3, ndt=4, page_size=4, draft="eagle", batch_siz
                tp_size=2)
 
 
+def _on_tp_gpus(test):
+    """Marked multi_gpu where TP takes two GPUs (CUDA): the gate hands it out first, in a
+    group of its own (harness/runners/xdist_gpu.py). On a CPU it runs over gloo, unmarked."""
+    return pytest.mark.multi_gpu(test) if gpus_needed(TP, DEVICE) > 1 else test
+
+
+@_on_tp_gpus
 def test_tp_law_rejects_misordered_vocab_gather(monkeypatch):
     """The vocab gather concatenating the shards in reverse rank order on rank 0 (a mistake
     no bug-zoo fault names): rank 0's tokens leave the workers' and tp 1's."""

@@ -71,7 +71,10 @@ def _workers(tmp_path, gpus: int) -> tuple[set, set, set]:
     env = {**os.environ, "NOTES": str(notes),
            "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env.pop("PYTEST_XDIST_WORKER", None)
-    env.pop(xdist_gpu.SPREAD_ENV, None)  # the default: grouped
+    # Groups by function: the bins (the default) are drawn from measured seconds, which
+    # these tests have none of (test_bins_* below); either way, xdist keeps a group on one
+    # worker.
+    env[xdist_gpu.SPREAD_ENV] = "function"
     # Without the specdec plugin (it would import torch in every process: seconds each);
     # the conftest calls the plugin's xdist hooks with the pretended GPU count.
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "-p",
@@ -119,16 +122,36 @@ def _grouped(monkeypatch, mode: str | None, gpus: int = 2) -> list[tuple[str, li
 
 def test_groupings_put_multi_gpu_tests_first(monkeypatch):
     """Every grouping hands the multi_gpu tests out first and keeps the rest in order: by
-    default one xdist group per test function, "one" a single group, "spread" none; one GPU
-    moves nothing; an unknown grouping is refused by name."""
+    default bins (tests without measured seconds a bin each), "function" one xdist group
+    per test function, "one" a single group, "spread" none; one GPU moves nothing; an
+    unknown grouping is refused by name."""
     g = "multi_gpu-t-"
-    assert _grouped(monkeypatch, None) == [("tp[1]", [g + "tp"]), ("tq[1]", [g + "tq"]),
-                                           ("tp[2]", [g + "tp"]), ("a", []), ("b", [])]
+    b = "multi_gpu-bin"
+    assert _grouped(monkeypatch, None) == [("tp[1]", [b + "0"]), ("tq[1]", [b + "1"]),
+                                           ("tp[2]", [b + "2"]), ("a", []), ("b", [])]
+    assert _grouped(monkeypatch, "function") == [("tp[1]", [g + "tp"]), ("tq[1]", [g + "tq"]),
+                                                 ("tp[2]", [g + "tp"]), ("a", []), ("b", [])]
     assert _grouped(monkeypatch, "one") == [("tp[1]", ["multi_gpu"]), ("tq[1]", ["multi_gpu"]),
                                             ("tp[2]", ["multi_gpu"]), ("a", []), ("b", [])]
     assert _grouped(monkeypatch, "spread") == [("tp[1]", []), ("tq[1]", []), ("tp[2]", []),
                                                ("a", []), ("b", [])]
     assert [n for n, _ in _grouped(monkeypatch, None, gpus=1)] == ["a", "tp[1]", "b", "tq[1]",
                                                                    "tp[2]"]
-    with pytest.raises(pytest.UsageError, match="'spreads'.*function, one, spread"):
+    with pytest.raises(pytest.UsageError, match="'spreads'.*bins, function, one, spread"):
         _grouped(monkeypatch, "spreads")
+
+
+def test_bins_pack_measured_seconds_first_fit_decreasing():
+    """Bins hold at most their cap of measured seconds, longest tests placed first, each in
+    the first bin it fits; a test over the cap, or unknown, fills a bin alone. The control:
+    with a cap under every test, each test is a bin of its own."""
+    items = [_Item(n, True) for n in ("a", "b", "c", "d", "e", "new")]
+    seconds = {"tests/t.py::a": 30.0, "tests/t.py::b": 25.0, "tests/t.py::c": 15.0,
+               "tests/t.py::d": 10.0, "tests/t.py::e": 50.0}
+    got = {k.split("::")[1]: v.removeprefix("multi_gpu-") for k, v in
+           xdist_gpu.bins(items, seconds, cap=40.0).items()}
+    # e (50) and new (unknown: 40) alone; a+d = 40, b+c = 40.
+    assert got == {"e": "bin0", "new": "bin1", "a": "bin2", "b": "bin3", "c": "bin3",
+                   "d": "bin2"}, got
+    alone = xdist_gpu.bins(items, seconds, cap=5.0)
+    assert len(set(alone.values())) == len(items)

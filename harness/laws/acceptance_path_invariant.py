@@ -195,22 +195,20 @@ def prop_acceptance_path_invariant(cfg: PathPair, device: str | None = None) -> 
 
 def path_space(on_gpu: bool, fixed: dict):
     """The tiny model with drafters of every acceptance, or (pair=trained) the trained target
-    with its EAGLE head and a standalone drafter; tensor parallel path B only where two GPUs
-    are visible."""
+    with its EAGLE head and a standalone drafter; path B on one rank or (b_tp_size=2) tensor
+    parallel, each its own entry: the TP entries need two GPUs on CUDA (skipped with one),
+    and run over gloo on a CPU."""
     import os
-
-    import torch
-    kw = {}
+    kw = dict(tp_sizes=(fixed.get("b_tp_size", 1),))
     if fixed.get("pair") == "trained":
         from harness.strategies.trained_pair import trained_pair
         pair = trained_pair(os.environ.get("SPECDEC_TRAINED_PAIR"))
-        kw = dict(model=pair.target, drafts=(pair.eagle, pair.draft_arg("standalone")))
+        kw.update(model=pair.target, drafts=(pair.eagle, pair.draft_arg("standalone")))
     if on_gpu:
-        tp = (1, 2) if torch.cuda.device_count() >= 2 else (1,)
-        return path_pairs(dtypes=("float32", "bfloat16"), tp_sizes=tp, max_batch=8,
+        return path_pairs(dtypes=("float32", "bfloat16"), max_batch=8,
                           max_prompt_len=40, max_new_tokens=24, **kw)
-    if kw:  # the trained pair on a CPU: small runs, no shared-prefix workloads (their
-        # prompts come from greedy references of the larger model)
+    if fixed.get("pair") == "trained":  # the trained pair on a CPU: small runs, no
+        # shared-prefix workloads (their prompts come from greedy references of the larger model)
         return path_pairs(max_batch=3, max_prompt_len=12, max_new_tokens=10, max_ndt=8,
                           prefix=(False,), **kw)
     return path_pairs(max_batch=4, max_prompt_len=16, max_new_tokens=12, max_ndt=8, **kw)
@@ -221,7 +219,13 @@ LAW = Law(
     config=PathPair, strategy=path_space,
     summary="per-round accept lengths are the same on every path (batching, graphs, overlap, "
             "pages, prefix cache, TP), ties aside",
-    # Each example runs two paths.
-    slices=(Slice((("pair", "tiny"),), 2), Slice((("pair", "trained"),), 5)),
+    # Each example runs two paths. Path B on one rank and on two are entries of their own:
+    # the TP ones wait for the GPU locks (harness/runners/xdist_gpu.py), the others never.
+    # Split, each draws as many examples as the whole did, and the TP ones half of that: as
+    # many TP paths as when tp_size was drawn in (1, 2).
+    slices=(Slice((("pair", "tiny"), ("b_tp_size", 1)), 2),
+            Slice((("pair", "tiny"), ("b_tp_size", 2)), 4),
+            Slice((("pair", "trained"), ("b_tp_size", 1)), 5),
+            Slice((("pair", "trained"), ("b_tp_size", 2)), 10)),
     controls=("tests/test_acceptance_laws.py::"
               "test_path_invariant_rejects_a_path_that_drafts_differently",))

@@ -23,9 +23,11 @@ ALL_PROPERTIES = {name: law.prop for name, law in LAWS.items()}
 
 
 def gpus_needed(cfg_or_axes, device: str) -> int:
-    """GPUs a configuration needs on `device` (its tp_size on CUDA; none on CPU)."""
-    tp = (dict(cfg_or_axes).get("tp_size", 1) if isinstance(cfg_or_axes, tuple)
-          else getattr(cfg_or_axes, "tp_size", 1))
+    """GPUs a configuration needs on `device` (its largest tp_size on CUDA, path B's
+    included; none on CPU)."""
+    get = ((lambda k: dict(cfg_or_axes).get(k, 1)) if isinstance(cfg_or_axes, tuple)
+           else (lambda k: getattr(cfg_or_axes, k, 1)))
+    tp = max(get("tp_size"), get("b_tp_size"))
     return tp if device.startswith("cuda") else 0
 
 

@@ -49,9 +49,9 @@ def auto_num_workers() -> int:
 
 # -- tests that need several GPUs, under `pytest -n auto` ------------------------------------
 # On a host with G >= 2 GPUs the tests marked multi_gpu (TP laws, TP zoo cases, the NCCL
-# endings) go first in the collection, in xdist groups of one test function each: each
-# function's tests run on one worker, one after another, and the functions start at once on
-# distinct workers. Across processes (those workers, zoo subprocesses, another pytest), rank
+# endings) go first in the collection, in xdist groups ("bins" of about BIN_S measured
+# seconds each): each bin's tests run on one worker, one after another, and the bins start
+# at once on distinct workers. Across processes (those workers, zoo subprocesses, another pytest), rank
 # 0 of a TP engine holds a lock per GPU of its group while the engine is in use
 # (specdec/tp/gpu_lock.py, SPECDEC_TP_GPU_LOCKS), so the engines still take the GPUs one at
 # a time while everything else those tests do (subprocess start-up, imports, single-GPU
@@ -89,21 +89,47 @@ def configure_multi_gpu(config, gpus: int | None = None) -> None:
 
 
 SPREAD_ENV = "SPECDEC_XDIST_MULTI_GPU"
-GROUPINGS = ("function", "one", "spread")  # SPREAD_ENV's values; "function" is the default
+GROUPINGS = ("bins", "function", "one", "spread")  # SPREAD_ENV's values; "bins" the default
+# A bin's measured seconds (the tests' own, GPU-lock waits left out: gate_durations.json).
+# One group per test function put 100 s of TP zoo cases on one worker, the 2-GPU gate's
+# critical path (bench/results/gate-profile-h100x2-2026-11-26-2105e58.log); a bin of a few
+# tests keeps every worker's multi-GPU share short while bounding how many of them wait on
+# the GPU locks at once.
+BIN_S = 40.0
 
 
 def grouping() -> str:
-    mode = os.environ.get(SPREAD_ENV, "function")
+    mode = os.environ.get(SPREAD_ENV, "bins")
     if mode not in GROUPINGS:
         raise pytest.UsageError(f"{SPREAD_ENV}={mode!r}: expected one of {', '.join(GROUPINGS)}")
     return mode
 
 
+def bins(items, seconds: dict[str, float], cap: float = BIN_S) -> dict[str, str]:
+    """{node id: its bin's group}: the tests, longest first, each into the first bin it
+    fits (first-fit decreasing, `cap` measured seconds a bin); a test the durations do not
+    know counts as a full bin of its own. The same collection and file give every xdist
+    process the same bins."""
+    from harness.runners.gate_order import base_id
+    sized = sorted(((seconds.get(base_id(i.nodeid), cap), i.nodeid) for i in items),
+                   key=lambda t: -t[0])
+    loads: list[float] = []
+    out = {}
+    for sec, nodeid in sized:
+        k = next((b for b, load in enumerate(loads) if load + sec <= cap), len(loads))
+        if k == len(loads):
+            loads.append(0.0)
+        loads[k] += sec
+        out[nodeid] = f"{MULTI_GPU_GROUP}-bin{k}"
+    return out
+
+
 def group_of(item, mode: str) -> str | None:
-    """The xdist group of a multi_gpu test: one per test function ("function", the default),
-    one for them all ("one": a single worker runs every multi-GPU test in turn; 2 H100s,
-    2026-11-26: the gate's critical path), none ("spread": every test a unit of its own, so
-    up to one worker per test blocks on the GPU locks)."""
+    """The xdist group of a multi_gpu test outside "bins" (the default, drawn up by `bins`
+    over them all): one per test function ("function"), one for them all ("one": a single
+    worker runs every multi-GPU test in turn; 2 H100s, 2026-11-26: the gate's critical
+    path), none ("spread": every test a unit of its own, so up to one worker per test
+    blocks on the GPU locks)."""
     if mode == "spread":
         return None
     if mode == "one":
@@ -125,8 +151,12 @@ def group_multi_gpu(config, items, gpus: int | None = None) -> int:
     tag = config is not None and worker_index() is not None \
         and os.environ.get(_GROUPING_ENV) == "1" \
         and not getattr(config.option, "loadgroup", False)  # --dist loadgroup: xdist tags
+    binned = {}
+    if mode == "bins":
+        from harness.runners import gate_order
+        binned = bins(multi, gate_order.load())
     for item in multi:
-        group = group_of(item, mode)
+        group = binned[item.nodeid] if mode == "bins" else group_of(item, mode)
         if group is None:
             continue
         item.add_marker(pytest.mark.xdist_group(group))

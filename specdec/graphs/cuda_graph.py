@@ -45,17 +45,25 @@ class GraphFactory:
         cuda = device.type == "cuda"
         self.pool = torch.cuda.graph_pool_handle() if cuda else None
         self.stream = torch.cuda.Stream(device) if cuda else None
+        self.collected = False
 
     @contextlib.contextmanager
     def capturing(self):
         """Around a batch of captures. A CUDAGraph of an engine that is now garbage must not
         be destroyed mid-capture (its reset is not permitted while a stream captures, and
-        invalidates this capture): collect once first, and keep the collector off until the
-        captures end."""
+        invalidates this capture): the collector stays off until the captures end.
+
+        Dead engines are collected once, before this factory's first capture, so that their
+        GPU memory is free for this engine's graphs. Not before every capture: a full
+        collection walks the whole heap (0.1-0.2 s in a process that imported torch and
+        transformers), and graphs are captured lazily, a few per example, so collecting each
+        time was most of the graph-capture time of the GPU gate."""
         if self.device.type != "cuda":
             yield
             return
-        gc.collect()
+        if not self.collected:
+            gc.collect()
+            self.collected = True
         gc.disable()
         try:
             yield
