@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sys
 
-import kernels._triton_env  # noqa: F401,I001  (before anything imports triton)
+from harness.runners import bytecode  # noqa: I001
+bytecode.redirect()  # before the big imports and the processes zoo jobs start (bytecode.py)
+import kernels._triton_env  # noqa: F401,E402,I001  (before anything imports triton)
 from harness.runners import profiles
 from harness.runners.cli import main
 

@@ -122,9 +122,9 @@ def _grouped(monkeypatch, mode: str | None, gpus: int = 2) -> list[tuple[str, li
 
 def test_groupings_put_multi_gpu_tests_first(monkeypatch):
     """Every grouping hands the multi_gpu tests out first and keeps the rest in order: by
-    default bins (tests without measured seconds a bin each), "function" one xdist group
-    per test function, "one" a single group, "spread" none; one GPU moves nothing; an
-    unknown grouping is refused by name."""
+    default bins (BINS_PER_GPU per GPU, here more than the tests: one each), "function" one
+    xdist group per test function, "one" a single group, "spread" none; one GPU moves
+    nothing; an unknown grouping is refused by name."""
     g = "multi_gpu-t-"
     b = "multi_gpu-bin"
     assert _grouped(monkeypatch, None) == [("tp[1]", [b + "0"]), ("tq[1]", [b + "1"]),
@@ -141,17 +141,18 @@ def test_groupings_put_multi_gpu_tests_first(monkeypatch):
         _grouped(monkeypatch, "spreads")
 
 
-def test_bins_pack_measured_seconds_first_fit_decreasing():
-    """Bins hold at most their cap of measured seconds, longest tests placed first, each in
-    the first bin it fits; a test over the cap, or unknown, fills a bin alone. The control:
-    with a cap under every test, each test is a bin of its own."""
+def test_bins_balance_measured_seconds():
+    """Bins are balanced longest-processing-time: longest first, each test into the bin with
+    the fewest seconds so far; a test without a measurement counts UNKNOWN_S; never more
+    bins than tests. The control: one bin takes them all."""
     items = [_Item(n, True) for n in ("a", "b", "c", "d", "e", "new")]
     seconds = {"tests/t.py::a": 30.0, "tests/t.py::b": 25.0, "tests/t.py::c": 15.0,
                "tests/t.py::d": 10.0, "tests/t.py::e": 50.0}
     got = {k.split("::")[1]: v.removeprefix("multi_gpu-") for k, v in
-           xdist_gpu.bins(items, seconds, cap=40.0).items()}
-    # e (50) and new (unknown: 40) alone; a+d = 40, b+c = 40.
-    assert got == {"e": "bin0", "new": "bin1", "a": "bin2", "b": "bin3", "c": "bin3",
-                   "d": "bin2"}, got
-    alone = xdist_gpu.bins(items, seconds, cap=5.0)
-    assert len(set(alone.values())) == len(items)
+           xdist_gpu.bins(items, seconds, 3).items()}
+    # e 50 -> bin0, new 45 -> bin1, a 30 -> bin2, b 25 -> bin2 (55), c 15 -> bin1 (60),
+    # d 10 -> bin0 (60).
+    assert got == {"e": "bin0", "new": "bin1", "a": "bin2", "b": "bin2", "c": "bin1",
+                   "d": "bin0"}, got
+    assert len(set(xdist_gpu.bins(items, seconds, 10).values())) == len(items)
+    assert set(xdist_gpu.bins(items, seconds, 1).values()) == {"multi_gpu-bin0"}

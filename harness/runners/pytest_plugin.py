@@ -14,14 +14,20 @@ directory run where specdec is installed gets what this repository's own tests g
   adapters;
 - the device and profile in the report header;
 - with SPECDEC_GATE_PROFILE=DIR, where each test's time goes (harness/runners/gate_profile.py);
-- the heap collection left behind frozen out of the garbage collector.
+- the heap collection left behind frozen out of the garbage collector;
+- bytecode written under a private prefix where PYTHONDONTWRITEBYTECODE forbids writing it
+  beside the sources (harness/runners/bytecode.py).
 """
 from __future__ import annotations
 
-# First, before anything imports triton: without CUDA it must run under the interpreter, and
+# First, before the big imports and before xdist starts its workers: bytecode under a
+# private prefix where the environment forbids writing it (harness/runners/bytecode.py).
+from harness.runners import bytecode  # noqa: I001
+bytecode.redirect()
+# Then, before anything imports triton: without CUDA it must run under the interpreter, and
 # TRITON_INTERPRET is read when triton is imported. Entry-point plugins load before any
 # conftest or test module, so this is as early as pytest allows.
-import kernels._triton_env  # noqa: F401,I001
+import kernels._triton_env  # noqa: F401,E402,I001
 
 import gc
 import importlib.util

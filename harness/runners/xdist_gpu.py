@@ -49,9 +49,9 @@ def auto_num_workers() -> int:
 
 # -- tests that need several GPUs, under `pytest -n auto` ------------------------------------
 # On a host with G >= 2 GPUs the tests marked multi_gpu (TP laws, TP zoo cases, the NCCL
-# endings) go first in the collection, in xdist groups ("bins" of about BIN_S measured
-# seconds each): each bin's tests run on one worker, one after another, and the bins start
-# at once on distinct workers. Across processes (those workers, zoo subprocesses, another pytest), rank
+# endings) go first in the collection, in xdist groups (BINS_PER_GPU bins per GPU, balanced
+# over their measured seconds): each bin's tests run on one worker, one after another, and
+# the bins start at once on distinct workers. Across processes (those workers, zoo subprocesses, another pytest), rank
 # 0 of a TP engine holds a lock per GPU of its group while the engine is in use
 # (specdec/tp/gpu_lock.py, SPECDEC_TP_GPU_LOCKS), so the engines still take the GPUs one at
 # a time while everything else those tests do (subprocess start-up, imports, single-GPU
@@ -90,12 +90,13 @@ def configure_multi_gpu(config, gpus: int | None = None) -> None:
 
 SPREAD_ENV = "SPECDEC_XDIST_MULTI_GPU"
 GROUPINGS = ("bins", "function", "one", "spread")  # SPREAD_ENV's values; "bins" the default
-# A bin's measured seconds (the tests' own, GPU-lock waits left out: gate_durations.json).
-# One group per test function put 100 s of TP zoo cases on one worker, the 2-GPU gate's
-# critical path (bench/results/gate-profile-h100x2-2026-11-26-2105e58.log); a bin of a few
-# tests keeps every worker's multi-GPU share short while bounding how many of them wait on
-# the GPU locks at once.
-BIN_S = 40.0
+# How many bins per GPU. Every bin's tests take the GPU locks in turn with the other bins',
+# so more bins are shorter sequences but more workers waiting on the locks. On 2 H100s
+# (bench/results/gate-profile-h100x2-2026-11-26-*.log): a group per test function (10) left
+# 100 s of TP zoo cases on one worker, the critical path; 13 bins of 40 s each had 309 s of
+# lock waits against 207 s, and the gate took 161 s against 154 s.
+BINS_PER_GPU = 4
+UNKNOWN_S = 45.0  # a test without a measurement counts as this long
 
 
 def grouping() -> str:
@@ -105,20 +106,17 @@ def grouping() -> str:
     return mode
 
 
-def bins(items, seconds: dict[str, float], cap: float = BIN_S) -> dict[str, str]:
-    """{node id: its bin's group}: the tests, longest first, each into the first bin it
-    fits (first-fit decreasing, `cap` measured seconds a bin); a test the durations do not
-    know counts as a full bin of its own. The same collection and file give every xdist
-    process the same bins."""
+def bins(items, seconds: dict[str, float], count: int) -> dict[str, str]:
+    """{node id: its bin's group}: the tests, longest measured first, each into the bin with
+    the fewest seconds so far (longest-processing-time), `count` bins at most, none empty.
+    The same collection and file give every xdist process the same bins."""
     from harness.runners.gate_order import base_id
-    sized = sorted(((seconds.get(base_id(i.nodeid), cap), i.nodeid) for i in items),
-                   key=lambda t: -t[0])
-    loads: list[float] = []
+    sized = sorted(((seconds.get(base_id(i.nodeid), UNKNOWN_S), n, i.nodeid)
+                    for n, i in enumerate(items)), key=lambda t: (-t[0], t[1]))
+    loads = [0.0] * max(1, min(count, len(items)))
     out = {}
-    for sec, nodeid in sized:
-        k = next((b for b, load in enumerate(loads) if load + sec <= cap), len(loads))
-        if k == len(loads):
-            loads.append(0.0)
+    for sec, _, nodeid in sized:
+        k = min(range(len(loads)), key=lambda b: (loads[b], b))
         loads[k] += sec
         out[nodeid] = f"{MULTI_GPU_GROUP}-bin{k}"
     return out
@@ -154,7 +152,7 @@ def group_multi_gpu(config, items, gpus: int | None = None) -> int:
     binned = {}
     if mode == "bins":
         from harness.runners import gate_order
-        binned = bins(multi, gate_order.load())
+        binned = bins(multi, gate_order.load(), BINS_PER_GPU * _gpu_count(gpus))
     for item in multi:
         group = binned[item.nodeid] if mode == "bins" else group_of(item, mode)
         if group is None:
