@@ -3,10 +3,13 @@
 committed KV and every finished output; plus a short mixed run (harness/runners/mixed_run.py)."""
 from __future__ import annotations
 
+import zlib
 from collections import deque
 
 import pytest
-from hypothesis import settings
+import torch
+from hypothesis import seed, settings
+from hypothesis.stateful import run_state_machine_as_test
 
 from harness.laws.lifecycle import LifecycleMachine
 from harness.laws.lossless_greedy import check_lossless
@@ -16,10 +19,21 @@ from specdec.memory.allocator import OutOfSlots
 from specdec.sampling_params import SamplingParams
 
 # Tens of 20-step examples on the CPU profiles (dev, ci), hundreds nightly: the profile's
-# max_examples, at least 20.
-TestLifecycle = LifecycleMachine.TestCase
-TestLifecycle.settings = settings(settings.default, stateful_step_count=20,
-                                  max_examples=max(40, settings.default.max_examples))
+# max_examples, at least 40. On a GPU they are split over PARTS tests that run side by side
+# (as one test, 25-66 s on one H100 on 2026-11-26, over the gate's 60 s per test), each
+# drawing its share from a seed of its own.
+MACHINE_EXAMPLES = max(40, settings.default.max_examples)
+PARTS = 3 if torch.cuda.is_available() else 1
+
+
+@pytest.mark.parametrize("part", range(PARTS))
+def test_lifecycle_machine(part):
+    machine = LifecycleMachine
+    if PARTS > 1 and settings.default.derandomize:  # else every part draws the same examples
+        machine = seed(zlib.crc32(f"lifecycle/part{part}".encode()))(
+            type(f"LifecycleMachinePart{part}", (LifecycleMachine,), {}))
+    run_state_machine_as_test(machine, settings=settings(
+        settings.default, stateful_step_count=20, max_examples=-(-MACHINE_EXAMPLES // PARTS)))
 
 
 @pytest.mark.parametrize("fault", [None, "graph_pad_stale_positions"])

@@ -62,6 +62,10 @@ class Law:
     cases: Callable | None = None         # (engine name, device) -> strategy of EngineCases
     needs: frozenset = frozenset()        # the adapter observables it needs
     fraction: int = 1                     # a black-box law's share of the profile's examples
+    # On a GPU, a black-box law's examples split over this many pytest tests that run side
+    # by side (each draws its share, from a seed of its own): no single test outlasts the
+    # gate's 60 s while the law draws as many examples as one test would.
+    parts: int = 1
     door: str = "engine"                  # "kernels": a kernel law (needs are Components)
 
     def __post_init__(self) -> None:
@@ -75,6 +79,8 @@ class Law:
         if self.door not in ("engine", "kernels") or (self.door == "kernels" and self.prop):
             raise ValueError(f"law {self.name}: door={self.door!r}: expected 'engine', or "
                              "'kernels' with check and cases")
+        if not isinstance(self.parts, int) or self.parts < 1:
+            raise ValueError(f"law {self.name}: parts={self.parts!r}: expected an integer >= 1")
         if not self.controls:
             raise ValueError(f"law {self.name}: no negative control; a law that cannot be "
                              "shown to fail proves nothing")

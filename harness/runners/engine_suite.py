@@ -8,8 +8,9 @@ white-box laws (the RunConfig suite) need WHITE_BOX, which only specdec's adapte
 from __future__ import annotations
 
 import json
+import zlib
 
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from harness.adapters.protocol import Observable
 from harness.adapters.registry import default_adapter
@@ -61,8 +62,10 @@ def run_case(law: str, case: EngineCase, device: str):
 
 
 def law_test(law: str, engine: str, device: str, max_examples: int | None = None,
-             profile: settings | None = None):
-    """The Hypothesis test of one law on one engine (test_engine_laws.py runs it)."""
+             profile: settings | None = None, part: tuple[int, int] = (0, 1)):
+    """The Hypothesis test of one law on one engine (test_engine_laws.py runs it); `part`
+    (k, of): the k-th of `of` tests sharing the law's examples (the law's `parts`), each
+    drawing its share from a seed of its own."""
     mod = ENGINE_LAWS[law]
 
     @given(case=mod.cases(engine, device))
@@ -73,6 +76,11 @@ def law_test(law: str, engine: str, device: str, max_examples: int | None = None
     if fraction > 1 and Observable.BATCHING not in default_adapter(engine, device).observables:
         fraction *= UNBATCHED_FRACTION
     n = max_examples or max(2, base.max_examples // fraction)
+    k, of = part
+    if of > 1:
+        n = -(-n // of)  # the parts draw at least the whole's examples between them
+        if base.derandomize:  # one derandomized seed would give every part the same examples
+            test = seed(zlib.crc32(f"{law}/{engine}/part{k}".encode()))(test)
     return settings(base, max_examples=n, deadline=None, phases=phases(law),
                     suppress_health_check=[HealthCheck.too_slow,
                                            HealthCheck.data_too_large])(test)

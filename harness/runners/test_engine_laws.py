@@ -36,10 +36,22 @@ def _examples(engine: str, law: str) -> int | None:
     return max(1, min(settings.default.max_examples, cap) // FRACTION.get(law, 1))
 
 
+def _laws() -> list:
+    """Each law, or on a GPU each of its parts (its declaration's `parts`: tests that share
+    its examples and run side by side, so none outlasts the gate's 60 s). On CPU a law's
+    few examples stay one test."""
+    out = []
+    for name, law in ENGINE_LAWS.items():
+        of = law.parts if DEVICE != "cpu" else 1
+        out += [pytest.param(name, (k, of), id=name if of == 1 else f"{name}-part{k + 1}of{of}")
+                for k in range(of)]
+    return out
+
+
 @pytest.mark.engine_law
-@pytest.mark.parametrize("law", list(ENGINE_LAWS))
-def test_engine_law(engine, law):
+@pytest.mark.parametrize("law,part", _laws())
+def test_engine_law(engine, law, part):
     reason = not_applicable(ENGINE_LAWS[law].needs, default_adapter(engine, DEVICE))
     if reason:
         pytest.skip(f"{law} on {engine}: {reason}")
-    law_test(law, engine, DEVICE, _examples(engine, law))()
+    law_test(law, engine, DEVICE, _examples(engine, law), part=part)()
