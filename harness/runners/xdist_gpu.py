@@ -51,10 +51,10 @@ def auto_num_workers() -> int:
 # On a host with G >= 2 GPUs the tests marked multi_gpu (TP laws, TP zoo cases, the NCCL
 # endings) go first in the collection, in xdist groups (BINS_PER_GPU bins per GPU, balanced
 # over their measured seconds): each bin's tests run on one worker, one after another, and
-# the bins start at once on distinct workers. Across processes (those workers, zoo subprocesses, another pytest), rank
-# 0 of a TP engine holds a lock per GPU of its group while the engine is in use
-# (specdec/tp/gpu_lock.py, SPECDEC_TP_GPU_LOCKS), so the engines still take the GPUs one at
-# a time while everything else those tests do (subprocess start-up, imports, single-GPU
+# the bins start at once on distinct workers. Across processes (those workers, zoo
+# subprocesses, another pytest), rank 0 of a TP engine holds a lock per GPU of its group
+# while the engine is in use (specdec/tp/gpu_lock.py, SPECDEC_TP_GPU_LOCKS), so the engines
+# still take the GPUs one at a time while everything else those tests do (subprocess start-up, imports, single-GPU
 # examples, model builds) runs side by side. The controller schedules with xdist's
 # LoadGroupScheduling (tests without a group are spread as under plain `load`) and the
 # workers tag those tests' node ids with their group, as `--dist loadgroup` would, so
@@ -93,8 +93,9 @@ GROUPINGS = ("bins", "function", "one", "spread")  # SPREAD_ENV's values; "bins"
 # How many bins per GPU. Every bin's tests take the GPU locks in turn with the other bins',
 # so more bins are shorter sequences but more workers waiting on the locks. On 2 H100s
 # (bench/results/gate-profile-h100x2-2026-11-26-*.log): a group per test function (10) left
-# 100 s of TP zoo cases on one worker, the critical path; 13 bins of 40 s each had 309 s of
-# lock waits against 207 s, and the gate took 161 s against 154 s.
+# 100 s of TP zoo cases on one worker, the critical path (2105e58); 13 bins of at most 40 s
+# each had 309 s of lock waits against 207 s (0816e27); with 8 bins the gate took 107 s
+# and workers waited 100 s on the locks in all (b653b48, bytecode cached: bytecode.py).
 BINS_PER_GPU = 4
 UNKNOWN_S = 45.0  # a test without a measurement counts as this long
 
