@@ -6,8 +6,8 @@ directory run where specdec is installed gets what this repository's own tests g
   device (harness/runners/profiles.py; `--hypothesis-profile` still overrides);
 - one torch thread on CPU and in xdist workers;
 - under xdist, one GPU per worker and a Triton cache per worker; `-n auto` sized for the
-  device; on a host with several GPUs the multi_gpu tests all on one worker, and a lock per
-  GPU for TP engines (harness/runners/xdist_gpu.py);
+  device; on a host with several GPUs the multi_gpu tests first, in xdist groups (bins),
+  and a lock per GPU for TP engines (harness/runners/xdist_gpu.py);
 - `--engine NAME` (repeatable): run only the adapter-aware laws, on that engine (items
   marked `engine_law`; harness/runners/test_engine_laws.py, and specdec's white-box suite
   for `--engine specdec`); without it, everything, the black-box laws on both built-in
@@ -162,6 +162,6 @@ def pytest_xdist_auto_num_workers(config) -> int:
     return xdist_gpu.auto_num_workers()
 
 
-@pytest.hookimpl(optionalhook=True)  # an xdist hook: multi-GPU tests on one worker
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: LoadGroupScheduling on GPUs
 def pytest_xdist_make_scheduler(config, log):
     return xdist_gpu.make_scheduler(config, log)
