@@ -3,16 +3,16 @@
 committed KV and every finished output; plus a short mixed run (harness/runners/mixed_run.py)."""
 from __future__ import annotations
 
-import zlib
 from collections import deque
 
 import pytest
 import torch
-from hypothesis import seed, settings
+from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from harness.laws.lifecycle import LifecycleMachine
 from harness.laws.lossless_greedy import check_lossless
+from harness.runners import parts
 from harness.strategies.runs import greedy_baseline, make_prompts
 from specdec import Engine, SpecConfig
 from specdec.memory.allocator import OutOfSlots
@@ -28,12 +28,12 @@ PARTS = 3 if torch.cuda.is_available() else 1
 
 @pytest.mark.parametrize("part", range(PARTS))
 def test_lifecycle_machine(part):
-    machine = LifecycleMachine
-    if PARTS > 1 and settings.default.derandomize:  # else every part draws the same examples
-        machine = seed(zlib.crc32(f"lifecycle/part{part}".encode()))(
-            type(f"LifecycleMachinePart{part}", (LifecycleMachine,), {}))
+    # A subclass per part: the seed is set on the class it decorates.
+    machine = parts.seeded(type(f"LifecycleMachinePart{part}", (LifecycleMachine,), {}),
+                           "lifecycle", part, PARTS, settings.default)
     run_state_machine_as_test(machine, settings=settings(
-        settings.default, stateful_step_count=20, max_examples=-(-MACHINE_EXAMPLES // PARTS)))
+        settings.default, stateful_step_count=20,
+        max_examples=parts.share(MACHINE_EXAMPLES, PARTS)))
 
 
 @pytest.mark.parametrize("fault", [None, "graph_pad_stale_positions"])

@@ -8,13 +8,13 @@ white-box laws (the RunConfig suite) need WHITE_BOX, which only specdec's adapte
 from __future__ import annotations
 
 import json
-import zlib
 
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import HealthCheck, Phase, given, settings
 
 from harness.adapters.protocol import Observable
 from harness.adapters.registry import default_adapter
 from harness.laws.index import black_box
+from harness.runners import parts
 from harness.strategies.engine_cases import EngineCase
 
 ENGINE_LAWS = black_box()  # name -> declaration (check, cases, needs; harness/laws/)
@@ -77,10 +77,8 @@ def law_test(law: str, engine: str, device: str, max_examples: int | None = None
         fraction *= UNBATCHED_FRACTION
     n = max_examples or max(2, base.max_examples // fraction)
     k, of = part
-    if of > 1:
-        n = -(-n // of)  # the parts draw at least the whole's examples between them
-        if base.derandomize:  # one derandomized seed would give every part the same examples
-            test = seed(zlib.crc32(f"{law}/{engine}/part{k}".encode()))(test)
+    n = parts.share(n, of)
+    test = parts.seeded(test, f"{law}/{engine}", k, of, base)
     return settings(base, max_examples=n, deadline=None, phases=phases(law),
                     suppress_health_check=[HealthCheck.too_slow,
                                            HealthCheck.data_too_large])(test)
