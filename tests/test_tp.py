@@ -94,30 +94,6 @@ def test_tp_lifecycle_errors_and_checks():
     assert TPGroup._current is None or not TPGroup._current.in_use
 
 
-def test_gpu_locks_one_engine_per_gpu(tmp_path, monkeypatch):
-    """specdec/tp/gpu_lock.py: a second holder of an overlapping GPU set waits, then times out
-    naming the holder; disjoint sets do not wait; release frees them. (flock conflicts
-    between two open files of one process too, so one process shows it.)"""
-    from specdec.tp.gpu_lock import ENV, HOLDS_ENV, GPULocks
-    monkeypatch.setenv(ENV, str(tmp_path))
-    monkeypatch.delenv(HOLDS_ENV, raising=False)  # not a profiled gate's engine holds
-    first = GPULocks([1, 0])
-    first.acquire(1.0)
-    with pytest.raises(TimeoutError, match=rf"GPU 1 is held by another tensor-parallel engine "
-                                           rf"\(pid {__import__('os').getpid()}\)"):
-        GPULocks([1, 2]).acquire(0.3)
-    other = GPULocks([2, 3])
-    other.acquire(0.3)
-    first.release()
-    again = GPULocks([0, 1])
-    again.acquire(0.3)
-    again.release(), other.release()
-    monkeypatch.delenv(ENV)
-    unset = GPULocks([0, 1])
-    unset.acquire(0.0)  # no ENV: a no-op
-    assert unset.files == []
-
-
 @pytest.mark.parametrize("vocab", [320, 321])
 def test_vocab_seams_are_the_shard_edges(vocab):
     """The law's seam ids (harness/strategies/vocab_seams.py, written from the sharding rule)

@@ -96,12 +96,15 @@ def pytest_unconfigure(config) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
-    """Under SPECDEC_GATE_PROFILE: the test's setup, call and teardown on its own clock."""
+    """Under SPECDEC_GATE_PROFILE: the test's setup, call and teardown on its own clock. On a
+    host with GPU locks: the test's deadline, by which its TP engines, and those of the
+    processes it starts, ask for the GPUs (xdist_gpu.test_deadline)."""
     on = getattr(item.config, "_specdec_gate_profile", False)
     if on:
         gate_profile.test_started(item.nodeid)
     try:
-        yield
+        with xdist_gpu.test_deadline():
+            yield
     finally:
         if on:
             gate_profile.test_ended()

@@ -3,7 +3,9 @@ per worker, how many workers `-n auto` starts, and where the tests that need sev
 run."""
 from __future__ import annotations
 
+import contextlib
 import os
+import time
 
 import pytest
 
@@ -77,6 +79,30 @@ def use_gpu_locks(gpus: int | None = None) -> bool:
     os.environ.setdefault("SPECDEC_TP_GPU_LOCKS",
                           os.path.join(tempfile.gettempdir(), f"specdec-gpu-locks-{os.getuid()}"))
     return True
+
+
+TEST_BUDGET_S = 60.0  # the gate's bound on one test (docs/contract.md, Tiers)
+
+
+@contextlib.contextmanager
+def test_deadline(budget: float = TEST_BUDGET_S):
+    """While a test runs on a host with GPU locks: its deadline (now + budget) in the
+    environment, for the GPU locks to serve the TP engines of this process and of those it
+    starts earliest deadline first (specdec/tp/gpu_lock.py): a test that started sooner goes
+    first, instead of every test taking turns per example and all finishing late."""
+    from specdec.tp import gpu_lock
+    if not os.environ.get(gpu_lock.ENV):
+        yield
+        return
+    before = os.environ.get(gpu_lock.DEADLINE_ENV)
+    os.environ[gpu_lock.DEADLINE_ENV] = repr(time.time() + budget)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(gpu_lock.DEADLINE_ENV, None)
+        else:
+            os.environ[gpu_lock.DEADLINE_ENV] = before
 
 
 def configure_multi_gpu(config, gpus: int | None = None) -> None:

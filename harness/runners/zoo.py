@@ -171,6 +171,22 @@ def run_bounded(args: list[str], limit: float, what: str,
     return proc.returncode, out, err
 
 
+DETECTION_S = 30.0  # a fault is caught within this of its test starting (docs/contract.md)
+
+
+def detection_env(env: dict | None) -> dict:
+    """A fault's process's environment (`env`, else this process's). Where TP engines take
+    the GPU locks: a deadline DETECTION_S from now (or the one given, if sooner), so the locks
+    serve its engines before those of tests with a later one (specdec/tp/gpu_lock.py)."""
+    import os
+    from specdec.tp import gpu_lock
+    out = dict(os.environ if env is None else env)
+    if out.get(gpu_lock.ENV):
+        out[gpu_lock.DEADLINE_ENV] = repr(min(time.time() + DETECTION_S,
+                                              gpu_lock.deadline(out)))
+    return out
+
+
 def detect_isolated(fault: str, device: str, profile_name: str, gpu: int | None = None,
                     env: dict | None = None, scope: str = "suite") -> ZooRow:
     """On a GPU each fault runs in its own process: a fault that makes a kernel read out of
@@ -187,6 +203,7 @@ def detect_isolated(fault: str, device: str, profile_name: str, gpu: int | None 
         import torch
         gpu = torch.cuda.current_device()
     limit = float(os.environ.get("SPECDEC_ZOO_FAULT_TIMEOUT", "240"))
+    env = detection_env(env)
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         rc, out, err = run_bounded([sys.executable, "-X", "faulthandler", "-m", "harness", "zoo",
                                     "--device", device, "--profile", profile_name, "--faults",

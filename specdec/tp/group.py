@@ -122,7 +122,6 @@ class TPGroup:
             if cur.in_use:
                 raise RuntimeError("one tensor-parallel Engine per process at a time: close() "
                                    "the previous one (or use it as a context manager)")
-            cur.locks.acquire(pg.TIMEOUT_S)
             cur.in_use, cur.owner = True, weakref.ref(owner)
             return cur
         if cur is not None:
@@ -164,17 +163,19 @@ class TPGroup:
         control = workers.while_starting(
             lambda: pg.init_groups(0, world, device_type, port, base), pg.TIMEOUT_S)
         group = cls(0, world, device_type, control, workers, cuda_index=base)
-        # The GPU locks only now: starting the workers (seconds of Python and imports) and
-        # their communicators (one probe all-reduce) is no engine's use of the GPUs, and
-        # nobody else's engine waits through it (gpu_lock.py).
+        # Taken at the first command that runs on the GPUs (use()): starting the workers
+        # (seconds of Python and imports), their communicators (one probe all-reduce) and
+        # building an engine are no engine's use of the GPUs, and nobody else's engine waits
+        # through them (gpu_lock.py).
         group.locks = GPULocks([] if base is None else
                                [(base + r) % torch.cuda.device_count() for r in range(world)])
-        try:
-            group.locks.acquire(pg.TIMEOUT_S)
-        except BaseException:
-            group.shutdown()
-            raise
         return group
+
+    def use(self) -> None:
+        """Rank 0, before a command that runs on the GPUs (a replicated call, a per-rank
+        probe): this group's GPU locks, held until the engine is released (gpu_lock.py)."""
+        if self.rank == 0 and self.in_use:
+            self.locks.acquire(pg.TIMEOUT_S)
 
     def _watch(self) -> None:
         """Rank 0: a worker that ends or hangs while the group runs is recorded (and a hung

@@ -86,6 +86,7 @@ def replicated(method=None, *, validate: str | None = None):
 
 def run_everywhere(engine, group, method, args, kwargs):
     group.check_alive()
+    group.use()
     check = engine.tp_check
     group.executing = True
     try:
@@ -133,6 +134,7 @@ def each_rank(engine, fn, *args) -> list:
 def on_every_rank(group, engine, fn, *args) -> list:
     """fn(this rank's engine or None, *args) on every rank of `group`, in rank order."""
     group.check_alive()
+    group.use()
     group.executing = True
     try:
         group.send(("each", fn, args))
