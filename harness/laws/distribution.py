@@ -12,9 +12,10 @@ Test. Pearson chi-square, three ways (check_pairs): the cells (t1, t2) with expe
 N*p >= 5 (the rest pooled), t1 by probability-quantile group, and t2 by its quantile group
 within p(. | t1), so that flat distributions (high temperature), where no pair cell reaches
 5, are tested too. Bins expecting < 5 are merged. Bins depend on the exact probabilities
-only, never on the data. The run fails when a statistic exceeds the chi-square critical
-value at alpha / 3 (alpha default 1e-4), i.e. a correct engine fails with probability
-~alpha per check (asymptotic chi-square). A pair whose exact probability is 0 (outside
+only, never on the data. A sample is rejected when a statistic exceeds the chi-square
+critical value at alpha / 3 (alpha default 1e-4), i.e. with probability ~alpha for a correct
+engine (asymptotic chi-square); the law fails when a fresh sample twice as large is rejected
+too (harness/laws/confirm.py): ~alpha^2. A pair whose exact probability is 0 (outside
 top-k / top-p) fails at once. Everything is computed in float64, independently of
 specdec/sampler.py.
 
@@ -41,6 +42,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 from harness.laws.common import OracleFailure
+from harness.laws.confirm import StatisticalRejection, confirmed
 from harness.references.dense import reference_prefill
 from harness.strategies.configs import TEMPERATURES, TOP_KS, TOP_PS
 from harness.strategies.runs import default_device
@@ -150,7 +152,7 @@ def _chi2(observed: list[float], expected: list[float], alpha: float, what: str,
     if stat > crit:
         worst = np.argsort(-(o - e) ** 2 / e)[:3]
         detail = ", ".join(f"{lab[i]}: {int(o[i])} vs {e[i]:.1f}" for i in worst)
-        raise OracleFailure(NAME, NAME,
+        raise StatisticalRejection(NAME, NAME,
                             f"{what}: chi2={stat:.1f} > {crit:.1f} (df={df}, alpha={alpha:.1e}, "
                             f"n={int(o.sum())}); worst bins {detail}")
     return {"chi2": stat, "critical": crit, "df": df}
@@ -203,18 +205,24 @@ def check_sampled_distribution(engine, prompt: list[int], n: int, temperature: f
                                top_k: int = 0, top_p: float = 1.0, seed: int | None = 0,
                                alpha: float = 1e-4, greedy_every: int = 0) -> dict:
     """The oracle: sample N pairs from `engine`, compare with the dense reference's law; the
-    greedy requests sharing their batches (greedy_every) emit the reference's greedy pair."""
-    exact = exact_pair_probs(engine.target, prompt, n, temperature, top_k, top_p, engine.device)
-    pairs, greedy = sample_pairs(engine, prompt, n, temperature, top_k, top_p, seed,
-                                 greedy_every)
+    greedy requests sharing their batches (greedy_every) emit the reference's greedy pair.
+    A rejection by the chi-square tests stands only if a fresh sample of CONFIRM * N pairs
+    (seeds after the first N's; unseeded, the engine's next request ids) is rejected too
+    (harness/laws/confirm.py)."""
     what = f"T={temperature} top_k={top_k} top_p={top_p} spec={engine.spec}"
+    exact = exact_pair_probs(engine.target, prompt, n, temperature, top_k, top_p, engine.device)
     t1 = int(np.argmax(exact[-1]))
     want = (t1, int(np.argmax(exact[t1])))  # filters keep the top token: the greedy path
-    for b, got in greedy:
-        if got != want:
-            raise OracleFailure(NAME, NAME, f"{what}: the greedy request at batch "
-                                f"position {b} emitted {got}, the greedy path is {want}")
-    return check_pairs(pairs, exact, alpha, what)
+
+    def sample(k: int, scale: int) -> dict:
+        pairs, greedy = sample_pairs(engine, prompt, n * scale, temperature, top_k, top_p,
+                                     None if seed is None else seed + k * n, greedy_every)
+        for b, got in greedy:
+            if got != want:
+                raise OracleFailure(NAME, NAME, f"{what}: the greedy request at batch "
+                                    f"position {b} emitted {got}, the greedy path is {want}")
+        return check_pairs(pairs, exact, alpha, what)
+    return confirmed(sample)
 
 
 # The suite law: the pair law over a drawn cell of the sampling space.

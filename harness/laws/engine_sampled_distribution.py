@@ -4,7 +4,8 @@ Sampled speculative decoding is lossless in distribution: for one prompt and N r
 distinct seeds, the first two sampled tokens (t1, t2) follow p(t1) p(t2 | t1), where p is the
 target's softmax(logits / T) filtered by top-k then top-p and renormalised, computed in
 float64 from the adapter's own target logits; no pair of probability 0 is ever drawn. The
-chi-square test, its bins and alpha are harness/distribution.py's (check_pairs), over a drawn
+chi-square test, its bins and alpha are harness/distribution.py's (check_pairs; a rejection
+confirmed on a fresh sample twice as large, harness/laws/confirm.py), over a drawn
 cell of temperature x top-k x top-p and the adapter's whole knob space (drafter, draft
 length, schedule...). t1 and t2 both come out of speculative rounds (an engine that drafts
 in its prefill round, like transformers, verifies t1 against drafts too).
@@ -26,6 +27,8 @@ import numpy as np
 from hypothesis import settings
 
 from harness.adapters.protocol import Observable, Request
+from harness.laws.common import OracleFailure
+from harness.laws.confirm import StatisticalRejection, confirmed
 from harness.laws.distribution import check_pairs, filtered_probs
 from harness.strategies.engine_cases import EngineCase, engine_cases
 from harness.laws.engine_support import fail, run
@@ -55,23 +58,29 @@ def check(adapter, case: EngineCase) -> dict:
     """The law above for one drawn case; returns the chi-square statistics."""
     rng = random.Random(case.seed)
     prompt = [rng.randrange(adapter.vocab_size) for _ in range(rng.randint(3, 8))]
-    reqs = [Request(tuple(prompt), 2, temperature=case.temperature, top_k=case.top_k,
-                    top_p=case.top_p, seed=case.seed + i) for i in range(case.n)]
-    pairs = []
-    for start in range(0, len(reqs), adapter.max_batch):
-        for c in run(adapter, reqs[start:start + adapter.max_batch], case.spec_obj):
-            if len(c.tokens) != 2:
-                raise fail(NAME, f"max_new_tokens 2, no stops: got {c.tokens}")
-            pairs.append((c.tokens[0], c.tokens[1]))
     exact = exact_pairs(adapter, prompt, case.temperature, case.top_k, case.top_p)
     what = (f"{adapter.name} T={case.temperature} top_k={case.top_k} top_p={case.top_p} "
             f"spec={case.spec_obj}")
-    try:
+
+    def sample(k: int, scale: int) -> dict:
+        """Sample k: scale * N requests, seeds after those of the samples before it."""
+        first = case.seed + k * case.n
+        reqs = [Request(tuple(prompt), 2, temperature=case.temperature, top_k=case.top_k,
+                        top_p=case.top_p, seed=first + i) for i in range(scale * case.n)]
+        pairs = []
+        for start in range(0, len(reqs), adapter.max_batch):
+            for c in run(adapter, reqs[start:start + adapter.max_batch], case.spec_obj):
+                if len(c.tokens) != 2:
+                    raise fail(NAME, f"max_new_tokens 2, no stops: got {c.tokens}")
+                pairs.append((c.tokens[0], c.tokens[1]))
         return check_pairs(pairs, exact, ALPHA, what)
-    except Exception as exc:  # OracleFailure from the shared oracle: name this law
-        if getattr(exc, "check", None) is None:
+    try:
+        return confirmed(sample)
+    except OracleFailure as exc:  # from the shared oracle: name this law
+        if exc.law == NAME:
             raise
-        raise fail(NAME, exc.detail) from None
+        raise (StatisticalRejection if isinstance(exc, StatisticalRejection)
+               else OracleFailure)(NAME, NAME, exc.detail) from None
 
 
 LAW = Law(

@@ -6,8 +6,9 @@ emitted token follows p_1 (a rejection at 0 can never emit the draft itself: its
 max(0, p_0 - q_0) is 0 there, so "first token = first draft" is "accepted").
 
 Test: N = 200 rows on CPU, 2000 on a GPU; Pearson chi-square per token position, bins expecting < 5 folded, at alpha 1e-4
-each (harness/laws/distribution.py's critical values), and a token of target probability 0
-fails at once. Every random choice is seeded: the same case gives the same verdict.
+each (harness/laws/distribution.py's critical values; a rejection confirmed on fresh drafts
+of twice the rows, harness/laws/confirm.py), and a token of target probability 0 fails at
+once. Every random choice is seeded: the same case gives the same verdict.
 Drawn: vocabulary 2-8, chain length 1-3, zeros and ties in p and q, q near p or far from it,
 deterministic drafts where the adapter takes them, every variant (classic, block...)."""
 from __future__ import annotations
@@ -19,10 +20,12 @@ from hypothesis import strategies as st
 
 from harness.kernel_adapters.protocol import Component
 from harness.laws.common import OracleFailure
+from harness.laws.confirm import StatisticalRejection, confirmed
 from harness.laws.declaration import Law
 from harness.laws.distribution import chi2_critical
 from harness.strategies.chain_inputs import distribution
 from harness.strategies.kernel_inputs import KernelCase, kernel_cases
+from specdec.random_streams import mix_seed
 
 NAME = "kernel_chain_distribution"
 NEEDS = frozenset({Component.CHAIN_SAMPLING})
@@ -48,13 +51,16 @@ def cases(kernels):
     return kernel_cases(NAME, kernels, _knobs(kernels.accepts, rows))
 
 
-def batch(case: KernelCase) -> dict:
+def batch(case: KernelCase, sample: int = 0, scale: int = 1) -> dict:
+    """The case's distributions p, q and `scale` times its rows of drafts; `sample` > 0 draws
+    the drafts afresh (the same p and q)."""
     k, rng = case.knobs, case.rng()
-    K, V, rows = k["k"], k["vocab"], k["rows"]
+    K, V, rows = k["k"], k["vocab"], k["rows"] * scale
     p = torch.stack([distribution(rng, V, k["zeros"]) for _ in range(K + 1)])
     q = torch.stack([p[i].clone() if rng.random() < k["close"] else
                      distribution(rng, V, k["zeros"]) for i in range(K)])
-    gen = torch.Generator().manual_seed(rng.randrange(2**31))
+    seed = rng.randrange(2**31)
+    gen = torch.Generator().manual_seed(seed if sample == 0 else mix_seed(seed, sample))
     if k["deterministic"]:
         fixed = [rng.randrange(V) for _ in range(K)]
         ids = torch.tensor([fixed] * rows, dtype=torch.int64)
@@ -89,25 +95,30 @@ def chi_square(tokens: list[int], p: torch.Tensor, what: str) -> float:
     stat = sum((o - e) ** 2 / e for o, e in zip(obs, exp))
     crit = chi2_critical(len(exp) - 1, ALPHA)
     if stat > crit:
-        raise OracleFailure(NAME, "chi_square", f"{what}: chi2 {stat:.1f} > {crit:.1f} "
+        raise StatisticalRejection(NAME, "chi_square", f"{what}: chi2 {stat:.1f} > {crit:.1f} "
                             f"(df {len(exp) - 1}, n {n}); counts {counts}, expected "
                             f"{[round(n * x, 1) for x in probs]}")
     return stat
 
 
 def check(kernels, case: KernelCase) -> dict:
-    b = batch(case)
-    out = kernels.chain_sampling(b["draft_ids"], b["num_drafts"], b["draft_probs"],
-                                 b["target_probs"], b["greedy"], case.seed,
-                                 case.knobs["variant"]).tolist()
-    first = [row[0] for row in out]
-    d0 = b["draft_ids"][:, 0].tolist()
-    second = [row[1] for row, d in zip(out, d0) if row[0] == d and len(row) > 1]
-    stats = {"first": chi_square(first, b["p"][0], "first token ~ p_0")}
-    if len(second) >= 2 * MIN_EXPECTED:
-        stats["second"] = chi_square(second, b["p"][1], f"second token ~ p_1 over the "
-                                     f"{len(second)} rows that accepted draft 0")
-    return stats
+    """A rejection stands only if a fresh sample of twice the rows (new drafts, a new kernel
+    seed) is rejected too (harness/laws/confirm.py)."""
+    def sample(k: int, scale: int) -> dict:
+        b = batch(case, k, scale)
+        out = kernels.chain_sampling(b["draft_ids"], b["num_drafts"], b["draft_probs"],
+                                     b["target_probs"], b["greedy"],
+                                     case.seed if k == 0 else mix_seed(case.seed, k) % 2**31,
+                                     case.knobs["variant"]).tolist()
+        first = [row[0] for row in out]
+        d0 = b["draft_ids"][:, 0].tolist()
+        second = [row[1] for row, d in zip(out, d0) if row[0] == d and len(row) > 1]
+        stats = {"first": chi_square(first, b["p"][0], "first token ~ p_0")}
+        if len(second) >= 2 * MIN_EXPECTED:
+            stats["second"] = chi_square(second, b["p"][1], f"second token ~ p_1 over the "
+                                         f"{len(second)} rows that accepted draft 0")
+        return stats
+    return confirmed(sample)
 
 
 LAW = Law(

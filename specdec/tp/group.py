@@ -18,7 +18,6 @@ import atexit
 import gc
 import multiprocessing.spawn
 import os
-import socket
 import sys
 import threading
 import weakref
@@ -35,12 +34,6 @@ from specdec.tp.worker import serve, start_daemons
 from specdec.tp.workers import TPWorkerError, Workers
 
 __all__ = ["TPGroup", "TPWorkerError", "check_tp_args", "serve"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def check_tp_args(tp_size, device: str) -> None:
@@ -156,12 +149,13 @@ class TPGroup:
         # Rank r runs on GPU (current + r) mod count: rank 0 stays where it is (an xdist
         # worker's pin): no tensor of its moves.
         base = torch.cuda.current_device() if device_type == "cuda" else None
-        port = _free_port()
+        store = pg.serve_store(world)  # listening before the workers start
         workers = Workers(mp.get_context("spawn"), world, _worker_main,
-                          (world, device_type, port, os.getpid(), torch.get_num_threads(),
-                           base))
+                          (world, device_type, store.port, os.getpid(),
+                           torch.get_num_threads(), base))
         control = workers.while_starting(
-            lambda: pg.init_groups(0, world, device_type, port, base), pg.TIMEOUT_S)
+            lambda: pg.init_groups(0, world, device_type, store.port, base, store),
+            pg.TIMEOUT_S)
         group = cls(0, world, device_type, control, workers, cuda_index=base)
         # Taken at the first command that runs on the GPUs (use()): starting the workers
         # (seconds of Python and imports), their communicators (one probe all-reduce) and

@@ -26,10 +26,20 @@ TIMEOUT_S = float(os.environ.get("SPECDEC_TP_TIMEOUT", "300"))  # a collective's
 END_WAIT_S = float(os.environ.get("SPECDEC_TP_END_WAIT", "10"))  # a bounded teardown step
 
 
+def serve_store(world: int):
+    """Rank 0's rendezvous store, listening on a port the OS picks, before any worker starts.
+    A port picked free and then handed on can be taken by another process meanwhile: on 2
+    H100s a gate run's TP script died in init_process_group with EADDRINUSE, and a worker
+    connecting to a store some other group serves would join that group."""
+    return dist.TCPStore("127.0.0.1", 0, world, is_master=True, wait_for_workers=False,
+                         timeout=datetime.timedelta(seconds=TIMEOUT_S))
+
+
 def init_groups(rank: int, world: int, device_type: str, port: int | None,
-                cuda_index: int | None = None):
-    """Join the data group (tcp://127.0.0.1:port, or env:// under torchrun) and make the gloo
-    control group; returns the control group.
+                cuda_index: int | None = None, store=None):
+    """Join the data group (through rank 0's store: `store` on rank 0, which serves it,
+    127.0.0.1:port on the others; env:// under torchrun) and make the gloo control group;
+    returns the control group.
 
     On CUDA every NCCL communicator and connection is made here, while rank 0 watches its
     workers start (workers.py), and one all-reduce proves them. Made lazily instead (torch's
@@ -37,13 +47,18 @@ def init_groups(rank: int, world: int, device_type: str, port: int | None,
     blocks the host on the peers inside a forward, where no abort reaches it: a worker
     stopped then held rank 0 for good (seen on 2 H200s)."""
     backend = "nccl" if device_type == "cuda" else "gloo"
-    init = f"tcp://127.0.0.1:{port}" if port is not None else "env://"
+    timeout = datetime.timedelta(seconds=TIMEOUT_S)
     extra = {}
     if device_type == "cuda":
         os.environ.setdefault("NCCL_RUNTIME_CONNECT", "0")  # every connection at init
         extra["device_id"] = torch.device("cuda", cuda_index)  # the communicator at init
-    dist.init_process_group(backend, init_method=init, rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=TIMEOUT_S), **extra)
+    if store is None and port is not None:
+        store = dist.TCPStore("127.0.0.1", port, world, is_master=False, timeout=timeout)
+    if store is not None:
+        extra["store"] = store
+    else:
+        extra["init_method"] = "env://"
+    dist.init_process_group(backend, rank=rank, world_size=world, timeout=timeout, **extra)
     control = dist.new_group(backend="gloo")
     if device_type == "cuda":
         probe = torch.ones(1, device=extra["device_id"])
