@@ -37,9 +37,9 @@ def serve_store(world: int):
 
 def init_groups(rank: int, world: int, device_type: str, port: int | None,
                 cuda_index: int | None = None, store=None):
-    """Join the data group (through rank 0's store: `store` on rank 0, which serves it,
-    127.0.0.1:port on the others; env:// under torchrun) and make the gloo control group;
-    returns the control group.
+    """Join the data group (through rank 0's store: `store`, else one rank 0 serves at
+    127.0.0.1:port; env:// under torchrun) and make the gloo control group; returns the
+    control group.
 
     On CUDA every NCCL communicator and connection is made here, while rank 0 watches its
     workers start (workers.py), and one all-reduce proves them. Made lazily instead (torch's
@@ -52,8 +52,9 @@ def init_groups(rank: int, world: int, device_type: str, port: int | None,
     if device_type == "cuda":
         os.environ.setdefault("NCCL_RUNTIME_CONNECT", "0")  # every connection at init
         extra["device_id"] = torch.device("cuda", cuda_index)  # the communicator at init
-    if store is None and port is not None:
-        store = dist.TCPStore("127.0.0.1", port, world, is_master=False, timeout=timeout)
+    if store is None and port is not None:  # rank 0 serves at `port` unless it has a store
+        store = dist.TCPStore("127.0.0.1", port, world, is_master=rank == 0,
+                              wait_for_workers=False, timeout=timeout)
     if store is not None:
         extra["store"] = store
     else:
