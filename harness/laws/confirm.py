@@ -3,7 +3,7 @@
 A chi-square test at level alpha rejects a correct engine with probability alpha. The gate
 draws hundreds of such examples a run, on fresh seeds every run, so a correct engine turned
 it red now and then: on 2 H100s (2026-11-26) sampled_distribution's pairs test gave chi2 22.2
-against 20.6 (p = 1.5e-5) on a cell whose 40 further samples of 400 followed the binomial,
+against 20.6 (p = 1.5e-5) on a cell whose next 39 samples of 400 followed the binomial,
 and the same sample fails on a CPU. A rejection is therefore put to a fresh, independent
 sample CONFIRM times as large before the law fails:
 - a correct engine fails with probability alpha * alpha: never, at these alphas;
