@@ -53,6 +53,22 @@ def _pid(engine):
     return os.getpid()
 
 
+def _visible_gpus(engine):
+    import os
+    return os.environ.get("CUDA_VISIBLE_DEVICES")
+
+
+def test_cpu_workers_never_see_the_gpus():
+    """A CPU group's workers start with CUDA hidden, as on a machine without a GPU (no driver
+    state of theirs to tear down when one is killed); rank 0's environment is unchanged."""
+    import os
+    before = os.environ.get("CUDA_VISIBLE_DEVICES")
+    with _engine() as eng:
+        seen = eng.tp_each(_visible_gpus)
+    assert seen[0] == before and seen[1:] == [""]
+    assert os.environ.get("CUDA_VISIBLE_DEVICES") == before
+
+
 def _engine(**kw):
     return Engine(spec=SPEC, max_batch=4, max_context=64, tp_size=2, **kw)
 

@@ -150,9 +150,15 @@ class TPGroup:
         # worker's pin): no tensor of its moves.
         base = torch.cuda.current_device() if device_type == "cuda" else None
         store = pg.serve_store(world)  # listening before the workers start
+        # A CPU group's workers never see the GPUs (CUDA_VISIBLE_DEVICES=""), as on CI: no
+        # CUDA driver state of theirs to tear down when one is killed. On a loaded 1-GPU host
+        # rank 0 waited in gloo 25 s after its worker was SIGKILLed (bench/results/gate-series-
+        # h100-2026-11-26-b011bb9-partial.txt), the likely cause that teardown delaying the
+        # close of the dying worker's sockets.
         workers = Workers(mp.get_context("spawn"), world, _worker_main,
                           (world, device_type, store.port, os.getpid(),
-                           torch.get_num_threads(), base))
+                           torch.get_num_threads(), base),
+                          env=None if device_type == "cuda" else {"CUDA_VISIBLE_DEVICES": ""})
         control = workers.while_starting(
             lambda: pg.init_groups(0, world, device_type, store.port, base, store),
             pg.TIMEOUT_S)

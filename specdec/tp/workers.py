@@ -83,7 +83,9 @@ def _proc_state(pid: int) -> str:
 class Workers:
     """Ranks 1..world-1, spawned with `target(rank, *args, heartbeat)`."""
 
-    def __init__(self, ctx, world: int, target, args) -> None:
+    def __init__(self, ctx, world: int, target, args, env: dict | None = None) -> None:
+        """env: variables the workers start with instead of this process's (set around each
+        start only: a spawned child takes the environment as it is when it starts)."""
         self.errors = ctx.Queue()
         self.said: dict[int, str] = {}  # rank -> the traceback it put on the queue
         self.procs, self.taps, self.beats = {}, {}, {}
@@ -98,11 +100,18 @@ class Workers:
                 saved = os.dup(2)
             except OSError:  # no stderr to tap (a daemon): the worker starts without one
                 saved = None
+            before = {k: os.environ.get(k) for k in env or {}}
             try:  # the child inherits fd 2 as it is at start: point it at the tap meanwhile
                 if saved is not None:
                     os.dup2(tap.write_fd, 2)
+                os.environ.update(env or {})
                 p.start()
             finally:
+                for k, v in before.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
                 if saved is not None:
                     os.dup2(saved, 2)
                     os.close(saved)
