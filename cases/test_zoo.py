@@ -10,7 +10,8 @@ import pytest
 
 from cases import CASES
 from harness.strategies.runs import default_device
-from harness.runners.suite import ALL_PROPERTIES, gpus_needed, runnable, suite
+from harness.runners.suite import (ALL_PROPERTIES, case_skip_reason, gpus_needed, runnable,
+                                   suite)
 from harness.runners.zoo import detect_isolated
 from specdec import faults
 from specdec.faults import REGISTRY
@@ -40,9 +41,9 @@ def test_faults_are_off_by_default():
 
 @pytest.mark.parametrize("fault", _faults())
 def test_suite_catches(fault):
-    if not runnable(CASES[fault].example, DEVICE):
-        pytest.skip(f"{fault}: tp_size={CASES[fault].example.tp_size} needs more GPUs than "
-                    "are visible")
+    why = case_skip_reason(CASES[fault], DEVICE)
+    if why is not None:
+        pytest.skip(f"{fault}: {why}")
     row = detect_isolated(fault, DEVICE, "ci", scope="entry")
     assert row.caught, f"{fault}: the suite passed {row.examples} examples with the fault on"
     case = CASES[fault]

@@ -20,6 +20,7 @@ class Fault:
     name: str
     source: str
     mistake: str
+    devices: tuple = ("cpu", "cuda")  # device types whose code path holds the mistake
 
 
 REGISTRY: dict[str, Fault] = {f.name: f for f in [
@@ -82,6 +83,9 @@ REGISTRY: dict[str, Fault] = {f.name: f for f in [
     Fault("tp_idle_rank_dummy_writes", "vLLM #56734 (idle DP rank dummy batch)",
           "a worker rank's idle (padded) lanes run through its last live request row, writing "
           "KV and draft state into that request's shard"),
+    Fault("tp_peer_buffer_stale", "custom all-reduce, registered peer buffer",
+          "the peer-memory all-reduce skips staging this call's rows into the rank's buffer: "
+          "every rank sums what the buffers held from the call before", devices=("cuda",)),
     # Overlap scheduling (contract section 10).
     Fault("overlap_early_free", "SGLang overlap scheduler (deferred free)",
           "when round i resolves, pages past the committed length are freed although round "

@@ -14,6 +14,7 @@ from kernels.cache_loc import (assign_draft_cache_locs, assign_draft_cache_locs_
 from kernels.kv_move import move_kv_cache, move_kv_cache_ref
 from kernels.kv_store import store_kv_cache, store_kv_cache_ref
 from kernels.norm import rms_norm, rms_norm_ref
+from kernels.peer_all_reduce import PeerBuffers, peer_all_reduce, peer_all_reduce_ref
 from kernels.rope import rope_store_kv, rope_store_kv_ref
 from kernels.chain_sampling import chain_speculative_sampling, chain_speculative_sampling_ref
 from kernels.sampling import (tree_speculative_sampling_target_only,
@@ -32,6 +33,7 @@ __all__ = [
     "build_tree_in_place", "build_tree_in_place_ref", "tree_column_offsets",
     "move_kv_cache", "move_kv_cache_ref",
     "paged_attention", "paged_attention_ref",
+    "PeerBuffers", "peer_all_reduce", "peer_all_reduce_ref",
     "rms_norm", "rms_norm_ref", "rope_store_kv", "rope_store_kv_ref",
     "silu_mul", "silu_mul_ref",
     "store_kv_cache", "store_kv_cache_ref",

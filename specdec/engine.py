@@ -27,6 +27,7 @@ from specdec.rounds import RoundRunner
 from specdec.sampling_params import SamplingParams
 from specdec.scheduler import RequestOutput, Scheduler
 from specdec.spec.context import HookAttribute, Hooks
+from specdec.tp.comm import check_path
 from specdec.tp.group import TPGroup
 from specdec.tp.replicate import check_replies, collect, each_rank, replicated
 from specdec.tp.shard import shard_model
@@ -62,7 +63,7 @@ class Engine:
                  batch_invariant: bool = False, draft_max_position: int | None = None,
                  overlap: bool = False, prefix_cache: bool = False,
                  prefix_on_retract: bool = True, tp_size: int = 1, tp_check: bool = True,
-                 _tp_group=None) -> None:
+                 tp_all_reduce: str = "auto", _tp_group=None) -> None:
         """draft: 'eagle' (a seeded EAGLE head), 'self' (the target drafts for itself),
         'perturbed[:scale]' (the target with seeded noise: tunable acceptance), a model shape
         name, or a checkpoint directory. draft_max_position: the drafter's own configured
@@ -73,6 +74,9 @@ class Engine:
         (torchrun: LOCAL_RANK). tp_check: every rank's state and graph decisions are
         compared with rank 0's at each call (specdec/tp/replicate.py). close() (or `with`)
         frees the workers for the next tensor-parallel Engine of this process.
+        tp_all_reduce: 'auto' (on CUDA, messages up to the crossover through one peer-memory
+        kernel fused with the norm after it, NCCL above; gloo on CPU) or 'nccl' (the process
+        group's collectives only) (specdec/tp/comm.py).
         overlap: queue round i+1 before reading round i's results (contract section 10;
         specdec/overlap.py): the same tokens, the host's work hidden behind the GPU's.
         prefix_cache: a radix prefix cache (specdec/prefix_cache) shared by target and draft
@@ -80,6 +84,8 @@ class Engine:
         prefix_on_retract (a resumed request then hits its own prefix)."""
         init_args = {k: v for k, v in locals().items() if k not in ("self", "_tp_group")}
         check_engine_args(tp_size, device, overlap, page_size, dtype, max_batch)
+        check_path(tp_all_reduce)
+        self.tp_all_reduce = tp_all_reduce
         self.overlap = overlap
         self.cfg = resolve_model_config(model)  # a shape name, a ModelConfig or a checkpoint dir
         check_model_fits(self.cfg, spec, max_context, tp_size)
@@ -170,9 +176,10 @@ class Engine:
         if self.drafter is not None and self.drafter is not self.target:
             self._cover_context(self.drafter)
         if self.tp_group is not None:  # each rank keeps its shard of the full models
-            shard_model(self.target, self.tp_group.comm)
+            comm = self.tp_group.comm.for_engine(self.tp_all_reduce, self.device)
+            shard_model(self.target, comm)
             if self.drafter is not None and self.drafter is not self.target:
-                shard_model(self.drafter, self.tp_group.comm)
+                shard_model(self.drafter, comm)
         for m in (self.target, self.drafter):
             if m is not None:
                 fuse_weights(m)  # one GEMM for q/k/v and for gate/up

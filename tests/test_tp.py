@@ -73,6 +73,26 @@ def _engine(**kw):
     return Engine(spec=SPEC, max_batch=4, max_context=64, tp_size=2, **kw)
 
 
+def test_prestarted_workers_serve_the_next_group():
+    """prestart() spawns the next group's workers ahead of it: the next TP engine joins
+    those very processes; with a group to reuse it does nothing; workers prestarted for
+    another group size are ended when an engine asks for this one, not joined."""
+    if TPGroup._current is not None:
+        TPGroup._current.shutdown()
+    TPGroup.prestart(2, "cpu")
+    early = [p.pid for p in TPGroup._pending[4].procs.values()]
+    with _engine() as eng:
+        assert eng.tp_each(_pid)[1:] == early and TPGroup._pending is None
+    TPGroup.prestart(2, "cpu")  # the current group serves the next engine: nothing starts
+    assert TPGroup._pending is None
+    TPGroup._current.shutdown()
+    TPGroup.prestart(3, "cpu")
+    wrong = list(TPGroup._pending[4].procs.values())
+    with _engine() as eng:
+        assert TPGroup._pending is None and len(eng.tp_each(_pid)) == 2
+        assert all(p.exitcode is not None for p in wrong)
+
+
 def test_tp_lifecycle_errors_and_checks():
     """One group of workers serves every engine of this test (starting one costs seconds)."""
     with _engine(cuda_graph=True, cuda_graph_bs=[2, 4]) as eng:

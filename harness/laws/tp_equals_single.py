@@ -15,6 +15,7 @@ from harness.references.dense import reference_prefill, top2_margins
 from harness.strategies.runs import default_device
 from harness.strategies.configs import RunConfig
 from harness.references.ties import compare_greedy
+from specdec.tp.group import TPGroup
 from specdec.tp.replicate import TPDivergence
 from specdec.trace import TraceRecorder
 from harness.laws.declaration import Law, Slice, grid
@@ -92,6 +93,8 @@ def prop_tp_equals_single(cfg: RunConfig, device: str | None = None) -> None:
     if device.startswith("cuda") and torch.cuda.device_count() < cfg.tp_size:
         raise RuntimeError(f"tp_size={cfg.tp_size} needs {cfg.tp_size} GPUs, "
                            f"{torch.cuda.device_count()} visible")
+    # The TP engine's workers start while the one-rank engine builds and runs.
+    TPGroup.prestart(cfg.tp_size, torch.device(device).type)
     single = build_engine(dataclasses.replace(cfg, tp_size=1), device)
     want = [o.tokens for o in run(cfg, single)]
     try:

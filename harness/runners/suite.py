@@ -38,6 +38,19 @@ def runnable(cfg_or_axes, device: str) -> bool:
     return need <= 1 or torch.cuda.device_count() >= need
 
 
+def case_skip_reason(case, device: str) -> str | None:
+    """Why a historical case cannot run here, None where it can: its fault's code path does
+    not exist on this device type (the peer-memory all-reduce has no CPU form), or its
+    example needs more GPUs than are visible."""
+    from specdec.faults import REGISTRY
+    devices = REGISTRY[case.fault].devices
+    if device.split(":")[0] not in devices:
+        return f"its code path runs on {'/'.join(devices)} only"
+    if not runnable(case.example, device):
+        return f"needs {gpus_needed(case.example, device)} GPUs"
+    return None
+
+
 @dataclass(frozen=True)
 class Entry:
     prop: str

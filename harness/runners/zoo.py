@@ -28,7 +28,8 @@ from hypothesis import HealthCheck, Phase, settings
 
 from harness.laws.common import OracleFailure
 from harness.runners.cases import load_cases
-from harness.runners.suite import ALL_PROPERTIES, gpus_needed, runnable, suite
+from harness.runners.suite import (ALL_PROPERTIES, case_skip_reason, gpus_needed, runnable,
+                                   suite)
 from specdec import faults
 from specdec.faults import REGISTRY
 
@@ -142,7 +143,7 @@ def detect(fault: str, device: str, profile: settings, scope: str = "suite") -> 
                 raise
         row.seconds = time.perf_counter() - t0
         row.checks = [f"{row.prop}:{row.check}"] if row.caught else []
-        if row.caught and not own[0] and runnable(CASES[fault].example, device):
+        if row.caught and not own[0] and case_skip_reason(CASES[fault], device) is None:
             row.checks += [c for c in [_own_example_check(CASES[fault], device)] if c]
     row.declared_caught = declared_among(CASES[fault], row.checks)
     return row
@@ -241,10 +242,11 @@ def zoo(device: str, profile_name: str, names=None, out=None, json_path=None,
     CASES = load_cases()
     skipped, todo = [], []
     for name in names or list(REGISTRY):
-        if not runnable(CASES[name].example, device):  # tensor parallel, too few GPUs
+        why = case_skip_reason(CASES[name], device)  # too few GPUs, or a CUDA-only path
+        if why is not None:
             skipped.append(name)
-            print(f"{name:<46} {REGISTRY[name].source[:28]:<28} {'skipped':<7} needs "
-                  f"{gpus_needed(CASES[name].example, device)} GPUs", file=out, flush=True)
+            print(f"{name:<46} {REGISTRY[name].source[:28]:<28} {'skipped':<7} {why}",
+                  file=out, flush=True)
         else:
             todo.append(name)
 
@@ -279,8 +281,8 @@ def _summary(rows: list[ZooRow], skipped: list[str], device: str, jobs: int, wal
     if secs:
         print(f"median seconds to detection {secs[len(secs) // 2]:.1f}, max {secs[-1]:.1f} "
               f"on {device}", file=out)
-    print(f"caught {len(caught)}/{len(rows)}" + (f" ({len(skipped)} skipped: more GPUs "
-          f"needed than visible)" if skipped else "")
+    print(f"caught {len(caught)}/{len(rows)}" + (f" ({len(skipped)} skipped: not runnable "
+          f"here, see above)" if skipped else "")
           + f"; wall {wall:.1f} s, {jobs} job{'s' if jobs > 1 else ''}", file=out)
     for r in (r for r in caught if not r.declared_caught):  # a law weaker than its case says
         print(f"{r.fault}: declared {CASES[r.fault].prop}:{CASES[r.fault].check}, caught only "

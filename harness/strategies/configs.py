@@ -38,6 +38,8 @@ class RunConfig:
     min_prompt_len: int = 1
     draft_max_position: int = 0     # > 0: the drafter's own configured max_position
     tp_size: int = 1                # ranks the target and drafter are sharded over
+    tp_all_reduce: str = "auto"     # Engine(tp_all_reduce=): "auto" (the peer kernel on CUDA
+    #                                 up to the crossover) or "nccl" (specdec/tp/comm.py)
     overlap: bool = False           # overlap scheduling (contract section 10)
     prefix_cache: bool = False      # radix prefix cache on, shared-prefix prompts in waves
     pool_slack: int = -1            # prefix_cache, >= 0: pool = one worst case + this percent
@@ -190,6 +192,8 @@ def long_context_configs(max_batch: int = 3, context: tuple = (150, 300), graphs
 
 
 TP_MODELS = ("tiny", "tiny-odd")  # 320 ids split evenly over 2 ranks; 321 unevenly
+# The all-reduce paths, the peer kernel twice as often (on CPU both are gloo's).
+TP_ALL_REDUCE = ("auto", "auto", "nccl")
 
 
 def tp_configs(tp_sizes=(2,), max_batch: int = 4, max_prompt_len: int = 12,
@@ -198,9 +202,10 @@ def tp_configs(tp_sizes=(2,), max_batch: int = 4, max_prompt_len: int = 12,
     """Tensor-parallel runs composed with the rest: greedy and sampled (same seeds) with
     greedy or probabilistic drafting, chains and trees, all drafts, page sizes 1 to 64, graphs
     on and off with buckets that pad (idle lanes) and fall back, overlap on and off, the
-    prefix cache on and off; an even and an odd vocabulary, and mostly inputs that hold the
-    vocabulary's seams (prompts and stop ids at every shard's first and last id, 0, V - 1),
-    the model often biased to emit them too (vocab_seams.seam_models).
+    prefix cache on and off; both all-reduce paths (tp_all_reduce: on CUDA the peer-memory
+    kernel fused with the norms, or NCCL); an even and an odd vocabulary, and mostly inputs
+    that hold the vocabulary's seams (prompts and stop ids at every shard's first and last
+    id, 0, V - 1), the model often biased to emit them too (vocab_seams.seam_models).
 
     Sampled runs are float32 only. The law wants them identical to tp 1, token for token,
     which holds where the two runs' probabilities agree to far below a coin's resolution: the
@@ -215,7 +220,8 @@ def tp_configs(tp_sizes=(2,), max_batch: int = 4, max_prompt_len: int = 12,
                      st.sampled_from(tp_sizes),
                      st.sampled_from(models).flatmap(
                          seam_models),
-                     st.sampled_from((True, True, False))).map(
+                     st.sampled_from((True, True, False)),
+                     st.sampled_from(TP_ALL_REDUCE)).map(
         lambda c: RunConfig(**{**c[0].to_dict(), "tp_size": c[1], "model": c[2],
-                               "seams": c[1] if c[3] else 0,
+                               "seams": c[1] if c[3] else 0, "tp_all_reduce": c[4],
                                "dtype": "float32" if c[0].temperature > 0 else c[0].dtype}))

@@ -41,6 +41,7 @@ def build_engine(cfg: RunConfig, device: str, cache: bool | None = None, **overr
                   cuda_graph=cfg.cuda_graph, cuda_graph_bs=list(cfg.graph_bs),
                   batch_invariant=overrides.get("batch_invariant", False),
                   draft_max_position=cfg.draft_max_position or None, tp_size=cfg.tp_size,
+                  tp_all_reduce=cfg.tp_all_reduce,
                   overlap=cfg.overlap, prefix_cache=cfg.prefix_cache if cache is None else cache,
                   num_pages=num_pages)
 

@@ -10,7 +10,8 @@ BENCH_DEFAULTS = {"decode": ("llama-1b,llama-8b", "1,8,32", 1000, 20),
                   "graphs": ("tiny,llama-1b", "1,8", 128, 3),
                   "profile": ("tiny,llama-1b,llama-8b", "1", 1000, 10),
                   "prefix": ("llama-8b", "32", 1024, 1),
-                  "e2e": ("fixture", "1,8,32", 0, 1)}
+                  "e2e": ("fixture", "1,8,32", 0, 1),
+                  "allreduce": ("llama-1b,llama-8b", "1", 0, 20)}
 
 
 def _bench_arg(value: str) -> str:
@@ -22,7 +23,8 @@ def _bench_arg(value: str) -> str:
 
 def add_bench_parser(sub) -> None:
     b = sub.add_parser("bench", help="benchmarks; results go to bench/results/")
-    b.add_argument("what", type=_bench_arg, choices=["decode", "spec", "graphs", "profile", "prefix", "e2e", "plot"],
+    b.add_argument("what", type=_bench_arg, choices=["decode", "spec", "graphs", "profile", "prefix", "e2e",
+                                                "allreduce", "plot"],
                    help="plot: redraw the PNG of each result JSON in PATHS (docs/bench.md)")
     b.add_argument("paths", nargs="*", help="result JSONs, for `plot`")
     b.add_argument("--device", default="cuda" if __import__("torch").cuda.is_available() else "cpu")
@@ -40,7 +42,7 @@ def add_bench_parser(sub) -> None:
     b.add_argument("--tp", type=int, default=1,
                    help="decode / spec: the step or round sharded over this many ranks against "
                         "one rank, with the collectives' time per step (specdec/bench/tp.py, "
-                        "tp_spec.py)")
+                        "tp_spec.py); allreduce: the ranks the all-reduce paths run over")
     b.add_argument("--no-plot", action="store_true", help="JSON only")
     b.add_argument("--e2e-tokens", type=int, default=256,
                    help="decode/spec: generate() this many tokens at bs 1 and 8, with and "
@@ -57,9 +59,9 @@ def add_bench_parser(sub) -> None:
 
 def tp_error(args) -> str | None:
     """The parser error for a --tp the chosen bench cannot run, else None."""
-    if args.tp < 1 or (args.tp > 1 and args.what not in ("decode", "spec")):
-        return (f"--tp {args.tp}: an integer >= 1, and only `bench decode` and `bench "
-                "spec` run tensor parallel")
+    if args.tp < 1 or (args.tp > 1 and args.what not in ("decode", "spec", "allreduce")):
+        return (f"--tp {args.tp}: an integer >= 1, and only `bench decode`, `bench spec` and "
+                "`bench allreduce` run tensor parallel")
     return None
 
 
@@ -95,13 +97,16 @@ def _run_what(args, models, bss, context, iters) -> tuple[list[dict], dict]:
                               spec.parse_configs(args.spec_configs), target, args.draft,
                               args.heldout, args.round_cost,
                               args.iters if args.iters is not None else 5)
+    elif args.what == "allreduce":
+        from specdec.bench import allreduce
+        rows, extra = allreduce.run(args.device, args.dtype, models, args.tp, iters, args.warmup)
     elif args.what == "graphs":
         from specdec.bench import graphs
         rows = graphs.run(args.device, args.dtype, models, bss, context, iters, args.new_tokens)
     elif args.what == "decode" and args.tp > 1:
         from specdec.bench import tp
         rows, extra = tp.run(args.device, args.dtype, models, bss, context, iters, args.warmup,
-                             args.tp)
+                             args.tp, args.compile_mode)
     elif args.what == "spec" and args.tp > 1:
         from specdec.bench import tp_spec
         rows, extra = tp_spec.run(args.device, args.dtype, models, bss, context, iters,

@@ -16,8 +16,8 @@ import torch
 
 from specdec import Engine
 from specdec.bench.common import (COPY_CONVENTION, copy_bandwidth, e2e_rows, engine_step_ms,
-                                  fast_weights, free, kv_bytes, live_batch, median, sync, time_ms,
-                                  weight_bytes)
+                                  fast_weights, free, live_batch, median, step_floor, sync,
+                                  time_ms)
 from specdec.bench.dense import compiled_step
 from specdec.engine import DTYPES
 from specdec.rounds import RoundRunner
@@ -34,6 +34,12 @@ def _row(model, bs, impl, ms, floor_ms, **kw) -> dict:
     shown = "failed: " + kw["error"][:60] if ms is None else f"{ms:8.3f} ms  x{row['ratio']:.2f} floor"
     print(f"{model:>9} bs={bs:<3} {impl:<12} {shown}", flush=True)
     return row
+
+
+def peer_seq(context: int, warmup: int, iters: int) -> int:
+    """The dense peer's KV length: it runs 1 + max(warmup - 1, 2) + iters steps from
+    position `context` (_compiled_ms)."""
+    return context + max(warmup, 3) + iters + 1
 
 
 def _compiled_ms(step, bs, context, device, iters, warmup) -> tuple[float, float]:
@@ -71,12 +77,12 @@ def _replay_row(decode_runner, model, bs, device, iters, warmup, floor_ms, commo
     return _row(model, bs, "graph-replay", ms, floor_ms, **common)
 
 
-def _peer_row(eng, model, bs, peer_seq, context, device, iters, warmup, compile_mode,
+def _peer_row(eng, model, bs, seq, context, device, iters, warmup, compile_mode,
               floor_ms, common) -> dict:
     """The torch.compile peer (or the uncompiled dense step) at batch bs."""
     impl = "compile" if compile_mode != "none" else "dense"  # "dense": uncompiled
     try:
-        _, step = compiled_step(eng.target, bs, peer_seq, compile_mode)
+        _, step = compiled_step(eng.target, bs, seq, compile_mode)
         ms, first_s = _compiled_ms(step, bs, context, device, iters, warmup)
         row = _row(model, bs, impl, ms, floor_ms, compile_mode=compile_mode,
                    first_call_s=first_s, cudagraph_skips=_cudagraph_skips(), **common)
@@ -95,7 +101,6 @@ def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], cont
     bw = copy_bandwidth(device)
     print(f"copy bandwidth {bw['bytes_per_s'] / 1e9:.0f} GB/s (read + written)", flush=True)
     steps = warmup + iters
-    kv_tokens = context + warmup + (iters + 1) / 2  # mean KV length over the timed steps
     rows, e2e_all = [], []
     for model in models:
         with fast_weights(device, DTYPES[dtype]):
@@ -103,13 +108,9 @@ def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], cont
                          max_batch=max(batch_sizes), max_context=context + steps + 8)
         runners = {"eager": eng.rounds, "graph": RoundRunner(eng, True, batch_sizes, False)}
         runners["graph"].capture_all()  # none inside a timing
-        # The peer runs 1 + max(warmup - 1, 2) + iters steps from position `context`.
-        peer_seq = context + max(warmup, 3) + iters + 1
         floors = {}
         for bs in batch_sizes:
-            wb, kb = weight_bytes(eng.target, bs), kv_bytes(eng.cfg, bs * kv_tokens, eng.dtype)
-            floors[bs] = ((wb + kb) / bw["bytes_per_s"] * 1e3,
-                          {"weight_bytes": wb, "kv_bytes": kb, "context": context})
+            floors[bs] = step_floor(eng, bs, context, warmup, iters, bw["bytes_per_s"])
             for impl, runner in runners.items():
                 eng.rounds = runner
                 floor_ms, common = floors[bs]
@@ -129,8 +130,8 @@ def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], cont
         eng.rounds = runners["eager"]
         del runners
         for bs in batch_sizes:
-            rows.append(_peer_row(eng, model, bs, peer_seq, context, device, iters, warmup,
-                                  compile_mode, *floors[bs]))
+            rows.append(_peer_row(eng, model, bs, peer_seq(context, warmup, iters), context,
+                                  device, iters, warmup, compile_mode, *floors[bs]))
         del eng
         free(device)
         if e2e_tokens:

@@ -29,11 +29,15 @@ def _device_us(e) -> float:
     return float(getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0))
 
 
-def profiled(fn, device, iters: int):
-    """torch.profiler over `iters` calls of fn (CPU, and CUDA kernels on a GPU)."""
+def profiled(fn, device, iters: int, lead_in: int = 0):
+    """torch.profiler over `lead_in` calls of fn, a sync, then `iters` calls (CPU, and CUDA
+    kernels on a GPU). The caller leaves the lead-in's events out (step_timeline)."""
     cuda = torch.device(device).type == "cuda"
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=acts) as prof:
+        for _ in range(lead_in):
+            fn()
+        sync(device)
         for _ in range(iters):
             fn()
         sync(device)

@@ -7,7 +7,7 @@ from torch import nn
 
 from specdec.attention.forward_batch import ForwardBatch
 from specdec.config import ModelConfig
-from specdec.model.layers import RotaryEmbedding
+from specdec.model.layers import RotaryEmbedding, reduced
 from specdec.model.llama import DecoderLayer, LlamaModel
 
 
@@ -43,7 +43,8 @@ class EagleHead(nn.Module):
         residual = None
         for layer in self.layers:
             x, residual = layer(x, residual, fb.positions, self.rope, fb, backend)
-        x = x + residual  # the head's hidden state: its layer's output stream, no final norm
+        x = reduced(self.tp, x) + residual  # the head's hidden state: its layer's output
+        #                                     stream (the MLP output summed), no final norm
         return target.compute_logits(x if logit_rows is None else x[logit_rows]), x
 
     @torch.no_grad()

@@ -104,7 +104,7 @@ def rope_inv_freq(head_dim: int, theta: float, scaling: dict | None) -> torch.Te
 
 
 class MLP(nn.Module):
-    tp = None  # a TPComm once sharded (specdec/tp/shard.py): down_proj all-reduced
+    tp = None  # a TPComm once sharded (specdec/tp/shard.py): down_proj row-parallel
 
     def __init__(self, hidden: int, intermediate: int) -> None:
         super().__init__()
@@ -123,5 +123,20 @@ class MLP(nn.Module):
             gate_up = torch.cat([self.gate_proj(x), self.up_proj(x)], dim=-1)
         else:
             gate_up = F.linear(x, w)
-        out = self.down_proj(on_device(x, silu_mul, silu_mul_ref)(gate_up))
-        return out if self.tp is None else self.tp.all_reduce(out)  # row-parallel down_proj
+        # Sharded, this is the rank's partial sum: the caller reduces it, with the norm
+        # after it where there is one (reduce_norm).
+        return self.down_proj(on_device(x, silu_mul, silu_mul_ref)(gate_up))
+
+
+def reduce_norm(tp, norm: RMSNorm, x: torch.Tensor, residual: torch.Tensor | None):
+    """`norm(x, residual)` where `x` is a row-parallel projection's output: on a TP rank (tp
+    a TPComm) its partial sum, all-reduced first, fused with the add and the norm where the
+    all-reduce path allows it (specdec/tp/comm.py). Returns (normed, stream)."""
+    if tp is None:
+        return (norm(x), x) if residual is None else norm(x, residual)
+    return tp.all_reduce_norm(x, residual, norm.weight, norm.eps)
+
+
+def reduced(tp, x: torch.Tensor) -> torch.Tensor:
+    """A row-parallel projection's output summed over the ranks (x itself without TP)."""
+    return x if tp is None else tp.all_reduce(x)

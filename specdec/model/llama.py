@@ -10,11 +10,12 @@ from torch import nn
 from specdec import faults
 from specdec.attention.forward_batch import ForwardBatch
 from specdec.config import ModelConfig
-from specdec.model.layers import MLP, RMSNorm, RotaryEmbedding, fuse_linears, fused_weight
+from specdec.model.layers import (MLP, RMSNorm, RotaryEmbedding, fuse_linears, fused_weight,
+                                  reduce_norm, reduced)
 
 
 class Attention(nn.Module):
-    tp = None  # a TPComm once sharded (specdec/tp/shard.py): heads local, o_proj all-reduced
+    tp = None  # a TPComm once sharded (specdec/tp/shard.py): heads local, o_proj row-parallel
 
     def __init__(self, cfg: ModelConfig, layer_id: int) -> None:
         super().__init__()
@@ -41,8 +42,8 @@ class Attention(nn.Module):
         k = qkv[:, nq:nq + nkv].view(n, self.num_kv_heads, d)
         v = qkv[:, nq + nkv:].view(n, self.num_kv_heads, d)
         # The backend rotates q and k at `positions` (fused with the KV store) and attends.
-        out = self.o_proj(backend.forward(q, k, v, self.layer_id, fb, rope, positions).reshape(n, -1))
-        return out if self.tp is None else self.tp.all_reduce(out)  # row-parallel o_proj
+        # Sharded, the rank's partial sum: DecoderLayer reduces it fused with the norm after it.
+        return self.o_proj(backend.forward(q, k, v, self.layer_id, fb, rope, positions).reshape(n, -1))
 
 
 class DecoderLayer(nn.Module):
@@ -57,16 +58,19 @@ class DecoderLayer(nn.Module):
     def forward(self, x, residual, positions, rope, fb, backend):
         """The residual stream is `x + residual` (residual None: just x, the first layer).
         Returns (this layer's MLP output, the stream before it): each add is fused into the
-        norm that follows it, here or in the next layer (or the model's final norm)."""
+        norm that follows it, here or in the next layer (or the model's final norm). On a TP
+        rank the MLP output is the rank's partial sum, and so is `x` when residual is given:
+        the all-reduce is fused into that norm too (reduce_norm)."""
+        tp = self.mlp.tp
         if self.input_layernorm is None:
-            residual = x if residual is None else x + residual
+            residual = x if residual is None else reduced(tp, x) + residual
             h = residual
-        elif residual is None:
+        elif residual is None:  # x: the embedding, whole on every rank
             residual, h = x, self.input_layernorm(x)
         else:
-            h, residual = self.input_layernorm(x, residual)
+            h, residual = reduce_norm(tp, self.input_layernorm, x, residual)
         h = self.self_attn(h, positions, rope, fb, backend)
-        h, residual = self.post_attention_layernorm(h, residual)
+        h, residual = reduce_norm(tp, self.post_attention_layernorm, h, residual)
         return self.mlp(h), residual
 
 
@@ -140,5 +144,5 @@ class LlamaModel(nn.Module):
         x, residual = self.embed(fb.input_ids), None
         for layer in self.layers:
             x, residual = layer(x, residual, fb.positions, self.rope, fb, backend)
-        h, _ = self.norm(x, residual)
+        h, _ = reduce_norm(self.tp, self.norm, x, residual)
         return self.compute_logits(h if logit_rows is None else h[logit_rows]), h

@@ -73,6 +73,7 @@ def _torchrun_world() -> int | None:
 
 class TPGroup:
     _current: "TPGroup | None" = None
+    _pending: "tuple | None" = None  # workers prestart() spawned for the next leader()
 
     def __init__(self, rank: int, world: int, device_type: str, control, workers=None,
                  errors=None, cuda_index: int | None = None) -> None:
@@ -144,8 +145,32 @@ class TPGroup:
                    pg.init_groups(rank, world, device_type, None, local), cuda_index=local)
 
     @classmethod
-    def _spawn(cls, world: int, device_type: str) -> "TPGroup":
+    def prestart(cls, world: int, device_type: str) -> None:
+        """Start the workers that the next `leader(world, device_type)` would spawn, now,
+        without waiting for them: their Python start, imports and CUDA context overlap the
+        caller's own work meanwhile (tp_equals_single builds and runs its one-rank engine),
+        and leader() then only joins them. A no-op where leader() would reuse the current
+        group, under torchrun, or with workers already pending; pending workers that the
+        next leader() cannot use (another size or GPU) are ended there."""
+        cur = cls._current
+        if world <= 1 or _torchrun_world() is not None or cls._pending is not None or (
+                cur is not None and cur.alive and cur.world == world
+                and cur.device_type == device_type):
+            return
         _not_importing_main()
+        cls._pending = cls._start_workers(world, device_type)
+        atexit.register(cls._end_pending)
+
+    @classmethod
+    def _end_pending(cls) -> None:
+        """Workers prestart() spawned and no leader() joined: ended."""
+        pending, cls._pending = cls._pending, None
+        if pending is not None:
+            pending[4].end(0)
+
+    @classmethod
+    def _start_workers(cls, world: int, device_type: str) -> tuple:
+        """(world, device_type, base GPU, store, workers): spawned, not yet joined."""
         # Rank r runs on GPU (current + r) mod count: rank 0 stays where it is (an xdist
         # worker's pin): no tensor of its moves.
         base = torch.cuda.current_device() if device_type == "cuda" else None
@@ -159,6 +184,17 @@ class TPGroup:
                           (world, device_type, store.port, os.getpid(),
                            torch.get_num_threads(), base),
                           env=None if device_type == "cuda" else {"CUDA_VISIBLE_DEVICES": ""})
+        return world, device_type, base, store, workers
+
+    @classmethod
+    def _spawn(cls, world: int, device_type: str) -> "TPGroup":
+        _not_importing_main()
+        base = torch.cuda.current_device() if device_type == "cuda" else None
+        pending, cls._pending = cls._pending, None
+        if pending is not None and pending[:3] != (world, device_type, base):
+            pending[4].end(0)  # started for another group: ended, not joined
+            pending = None
+        _, _, base, store, workers = pending or cls._start_workers(world, device_type)
         control = workers.while_starting(
             lambda: pg.init_groups(0, world, device_type, store.port, base, store),
             pg.TIMEOUT_S)
@@ -190,6 +226,7 @@ class TPGroup:
                 self.failed, self.alive = err, False
                 if self.device_type == "cuda":
                     self.graphs.keep()
+                    self.comm.abort_peers()  # our kernels waiting on the peer end too
                     pg.abort_groups()
                 return
 
@@ -233,12 +270,15 @@ class TPGroup:
         self.locks.release()
 
     def end_graphs(self, healthy: bool) -> None:
-        """Before the groups end: their captured graphs destroyed (healthy) or kept for good."""
+        """Before the groups end: their captured graphs destroyed (healthy) or kept for good,
+        then the peer buffers the graphs read dropped (healthy) or kept, every wait in them
+        ended (peer_memory.py)."""
         if healthy:  # every rank answered: no kernel of ours waits on a peer
             gc.collect()  # dropped engines (reference cycles): their graphs go now, not later
             self.graphs.destroy(self.cuda_index)
         else:
             self.graphs.keep()
+        self.comm.close_peers(healthy)
 
     def shutdown(self) -> None:
         """End the group, in order, every wait bounded (see the module docstring)."""
