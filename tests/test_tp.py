@@ -58,6 +58,46 @@ def _visible_gpus(engine):
     return os.environ.get("CUDA_VISIBLE_DEVICES")
 
 
+def _gil_hog(rank, errors, beat):
+    """A worker that beats, then holds the GIL in one C call that never ends (killed)."""
+    import os
+    import time
+    from specdec.tp.worker import start_daemons
+    start_daemons(os.getppid(), beat)
+    time.sleep(1.0)
+    sum(range(10**12))
+
+
+def test_a_worker_starved_of_the_gil_is_not_hung_until_stopped(monkeypatch):
+    """Law: heartbeat silence makes a worker hung only if it is not still running. A live
+    worker whose main thread holds the GIL (its beat thread starved, state R) is not called
+    hung at SPECDEC_TP_HANG_S; once stopped (SIGSTOP, state T) it is."""
+    import multiprocessing
+    import os
+    import signal
+    import time
+    from specdec.tp import workers
+    monkeypatch.setattr(workers, "HANG_S", 0.5)
+    w = workers.Workers(multiprocessing.get_context("spawn"), 2, _gil_hog, ())
+    proc = w.procs[1]
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and (
+                w.beats[1].value == 0 or time.monotonic() - w.beats[1].value < 1.5):
+            time.sleep(0.1)
+        silent = time.monotonic() - w.beats[1].value
+        assert w.beats[1].value > 0 and silent >= 1.5, "the worker never went silent"
+        assert w.hung() == [], f"silent {silent:.1f} s while running: starved, not hung"
+        os.kill(proc.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and w.hung() != [1]:
+            time.sleep(0.1)
+        assert w.hung() == [1], "a stopped worker was not called hung"
+    finally:
+        proc.kill()
+        proc.join(10)
+
+
 def test_cpu_workers_never_see_the_gpus():
     """A CPU group's workers start with CUDA hidden, as on a machine without a GPU (no driver
     state of theirs to tear down when one is killed); rank 0's environment is unchanged."""

@@ -4,8 +4,9 @@ Rank 0 holds each worker's process handle, a shared heartbeat it stamps (specdec
 worker.py) and a tap on its stderr (forwarded to ours as it comes, the tail kept). From
 these it names a failure within seconds, in place of a collective's transport error or the
 store's time-out: a worker that exited (its code, or the signal that killed it), one that
-stopped responding (no heartbeat for HANG_S: stopped, frozen), and what it said last (its
-traceback from the error queue, else its stderr)."""
+stopped responding (no heartbeat for HANG_S: stopped, frozen; longer if it is still running,
+silence_is_hang), and what it said last (its traceback from the error queue, else its
+stderr)."""
 from __future__ import annotations
 
 import multiprocessing.connection
@@ -16,6 +17,12 @@ import time
 from multiprocessing import resource_tracker
 
 HANG_S = float(os.environ.get("SPECDEC_TP_HANG_S", "10"))  # heartbeat silence = hung
+# A silent worker whose process is running or in I/O (state R or D) is starved, not stopped:
+# its heartbeat thread waits for the GIL while its main thread holds it (an import, a CUDA or
+# NCCL init, a compile), which on a loaded host took over 3 s. It is called hung only after
+# BUSY_FACTOR times HANG_S of silence (two live workers were killed as hung 3 s into their
+# start in a loaded 2-GPU gate run).
+BUSY_FACTOR = 10
 TAIL_BYTES = 4000
 GUARD_HINT = (
     "The spawned worker re-imported the main script, and the script builds the "
@@ -68,6 +75,14 @@ def _how_it_ended(code: int | None) -> str:
             name = "?"
         return f"was killed by signal {-code} ({name})"
     return f"exited with code {code}"
+
+
+def silence_is_hang(silent_s: float, state: str) -> bool:
+    """Whether `silent_s` seconds without a heartbeat make a worker in process `state`
+    (_proc_state) hung: HANG_S if it is stopped, sleeping or of unknown state, BUSY_FACTOR
+    times that if it is running or in I/O (starved of the GIL, still making progress)."""
+    busy = state == "R" or state.startswith("D ")
+    return silent_s > HANG_S * (BUSY_FACTOR if busy else 1)
 
 
 def _proc_state(pid: int) -> str:
@@ -129,7 +144,8 @@ class Workers:
     def hung(self) -> list[int]:
         now = time.monotonic()
         return [r for r, b in self.beats.items()
-                if b.value > 0 and now - b.value > HANG_S and self.procs[r].is_alive()]
+                if b.value > 0 and now - b.value > HANG_S and self.procs[r].is_alive()
+                and silence_is_hang(now - b.value, _proc_state(self.procs[r].pid))]
 
     def wait_any_end(self, timeout: float) -> None:
         live = [p.sentinel for p in self.procs.values() if p.exitcode is None]
