@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import time
 
 import pytest
@@ -69,3 +70,53 @@ def test_gpu_lock_holds_are_recorded_and_tabled(tmp_path, monkeypatch):
     (tmp_path / "gw0.json").write_text(json.dumps({"worker": "gw0", "wall": 1.0, "tests": {}}))
     text = gate_profile.table(str(tmp_path))
     assert "GPU locks: 1 holds; GPU 0 held 0 s (5% of the 1 s run), GPU 1 held 0 s" in text, text
+
+
+CHILD = """
+from harness.runners import gate_profile
+from specdec.tp.gpu_lock import GPULocks
+with gate_profile.inside_parent():
+    locks = GPULocks([0])
+    locks.acquire(30)
+    locks.release()
+"""
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_a_subprocess_lock_wait_is_a_wait_of_its_test(tmp_path, monkeypatch, named):
+    """A test's subprocess started with child_env (a zoo detection process) times its phases
+    under the test: its wait for a GPU lock the test's neighbour holds is a lock wait of the
+    test, not the test's own time. Control: started without child_env, it records nothing
+    and the whole wait stays the test's own time."""
+    import subprocess
+    import sys
+    from specdec.tp import gpu_lock
+    monkeypatch.setenv(gate_profile.ENV, str(tmp_path / "prof"))
+    monkeypatch.setenv(gpu_lock.ENV, str(tmp_path / "locks"))
+    monkeypatch.setattr(gate_profile, "CLOCK", gate_profile._Clock())
+    neighbour = gpu_lock.GPULocks([0])
+    neighbour.acquire(5)
+    gate_profile.test_started("t::zoo")
+    env = gate_profile.child_env(dict(os.environ)) if named else dict(os.environ)
+    child = subprocess.Popen([sys.executable, "-c", CHILD], env=env)
+    queue = tmp_path / "locks" / gpu_lock.QUEUE
+    end = time.monotonic() + 60
+    while not (queue.exists() and any(queue.iterdir())):  # the child is waiting for GPU 0
+        assert child.poll() is None and time.monotonic() < end, "the child never waited"
+        time.sleep(0.05)
+    time.sleep(0.8)
+    neighbour.release()
+    assert child.wait(60) == 0
+    gate_profile.test_ended()
+    gate_profile.write("gw0")
+    own = gate_profile.seconds_per_test(str(tmp_path / "prof"))["t::zoo"]
+    wall = gate_profile.CLOCK.tests["t::zoo"]["examples"]
+    text = gate_profile.table(str(tmp_path / "prof"))
+    if named:
+        assert own < wall - 0.5, (own, wall, text)
+        assert "in its subprocess: gpu lock wait" in text, text
+        assert "tests with a timed subprocess" in text and "t::zoo" in text.split("timed")[-1]
+        assert "1 processes" in text, text  # the subprocess's record is inside its test
+    else:
+        assert own == pytest.approx(wall)
+        assert "timed subprocess" not in text, text

@@ -223,8 +223,10 @@ def _run_zoo(ap, args, device: str, argv) -> int:
         jobs = auto_jobs(device)
     elif not jobs.isdigit() or int(jobs) < 1:
         ap.error(f"--jobs {jobs!r}: a number of processes >= 1, or auto")
-    rows = zoo(device, args.profile, names, json_path=args.json, in_process=args.in_process,
-               jobs=int(jobs), scope=args.scope)
+    from harness.runners.gate_profile import inside_parent
+    with inside_parent():  # a profiled gate test's detection process: its phases, under it
+        rows = zoo(device, args.profile, names, json_path=args.json,
+                   in_process=args.in_process, jobs=int(jobs), scope=args.scope)
     # A fault caught only by another check than its case declares is a weak law: exit 1 too.
     return 0 if all(r.caught and r.declared_caught for r in rows) else 1
 

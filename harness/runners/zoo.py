@@ -178,10 +178,12 @@ DETECTION_S = 30.0  # a fault is caught within this of its test starting (docs/c
 def detection_env(env: dict | None) -> dict:
     """A fault's process's environment (`env`, else this process's). Where TP engines take
     the GPU locks: a deadline DETECTION_S from now (or the one given, if sooner), so the locks
-    serve its engines before those of tests with a later one (specdec/tp/gpu_lock.py)."""
+    serve its engines before those of tests with a later one (specdec/tp/gpu_lock.py). Under
+    the gate profiler it names the test it runs for (gate_profile.child_env)."""
     import os
+    from harness.runners import gate_profile
     from specdec.tp import gpu_lock
-    out = dict(os.environ if env is None else env)
+    out = gate_profile.child_env(dict(os.environ if env is None else env))
     if out.get(gpu_lock.ENV):
         out[gpu_lock.DEADLINE_ENV] = repr(min(time.time() + DETECTION_S,
                                               gpu_lock.deadline(out)))
