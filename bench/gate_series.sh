@@ -6,7 +6,8 @@
 # --durations=0 (README's command, the default Hypothesis profile: fresh seeds each run), then
 # `python -m harness gate-profile DIR`. Stdout gets a summary per run
 # (bench/gate_series_summary.py: counts, failures, the 10 slowest tests, the zoo faults' times
-# inside the suite, the phase table); OUT/runs.tgz holds every log and profile, rewritten
+# inside the suite, the phase table; bench/triton_store.py: the compiled kernels' variants);
+# OUT/runs.tgz holds every log and profile, rewritten
 # after each run, with each run's profile directory (a device that returns few files still
 # returns them all).
 set -u -o pipefail
@@ -29,6 +30,7 @@ for i in $(seq "$first" "$last"); do
   python -m harness gate-profile "$prof" --top 40 > "$logs/profile$i.txt" 2>&1
   python bench/gate_series_summary.py "$i" "$rc" "$took" "$logs/run$i.log" "$logs/profile$i.txt" \
     | tee -a "$logs/summary.txt"
+  python bench/triton_store.py | tee -a "$logs/summary.txt"
   mv "$prof" "$logs/profile$i"  # the records and GPU lock holds, for a closer look
   tar czf "$out/runs.tgz" -C "$logs" .
 done

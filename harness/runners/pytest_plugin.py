@@ -14,6 +14,7 @@ directory run where specdec is installed gets what this repository's own tests g
   adapters;
 - the device and profile in the report header;
 - with SPECDEC_GATE_PROFILE=DIR, where each test's time goes (harness/runners/gate_profile.py);
+- on GPUs, a fork server for the zoo's detection processes (harness/runners/fork_server.py);
 - the heap collection left behind frozen out of the garbage collector;
 - bytecode written under a private prefix where PYTHONDONTWRITEBYTECODE forbids writing it
   beside the sources (harness/runners/bytecode.py).
@@ -36,7 +37,7 @@ import os
 import pytest
 import torch
 
-from harness.runners import gate_profile, gate_order, xdist_gpu
+from harness.runners import fork_server, gate_profile, gate_order, xdist_gpu
 
 # Hypothesis comes with the `test` extra; an environment with a plain `pip install specdec`
 # still runs its own pytest, just without the profiles.
@@ -87,9 +88,16 @@ def pytest_configure(config) -> None:
         xdist_gpu.pin_worker(idx)
     xdist_gpu.configure_multi_gpu(config)
     config._specdec_gate_profile = gate_profile.install()
+    if idx is None and xdist_gpu.on_gpus() and not os.environ.get(fork_server.SERVER_ENV):
+        # Before xdist starts the workers: they inherit it, and their zoo tests' detection
+        # processes are forked from it instead of starting Python and torch again.
+        config._specdec_fork_server = fork_server.start()
 
 
 def pytest_unconfigure(config) -> None:
+    server = getattr(config, "_specdec_fork_server", None)
+    if server is not None:
+        server.stop()
     if getattr(config, "_specdec_gate_profile", False):
         gate_profile.write(os.environ.get("PYTEST_XDIST_WORKER", "main"))
 

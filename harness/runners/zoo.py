@@ -193,27 +193,27 @@ def detection_env(env: dict | None) -> dict:
 def detect_isolated(fault: str, device: str, profile_name: str, gpu: int | None = None,
                     env: dict | None = None, scope: str = "suite") -> ZooRow:
     """On a GPU each fault runs in its own process: a fault that makes a kernel read out of
-    bounds leaves the CUDA context unusable, and every later fault would 'fail' on that. The
+    bounds leaves the CUDA context unusable, and every later fault would 'fail' on that (forked
+    by the fork server where one runs: harness/runners/fork_server.py). The
     process runs on `gpu` (default: this process's current GPU, an xdist worker's pin), its
     tensor-parallel ranks on the GPUs after it. `env` (parallel zoo jobs): the process's
     environment; with it a CPU fault runs in a process of its own too."""
     if not device.startswith("cuda") and env is None:
         return detect(fault, device, settings.get_profile(profile_name), scope)
     import os
-    import sys
     import tempfile
+    from harness.runners import fork_server
     if device.startswith("cuda") and gpu is None:
         import torch
         gpu = torch.cuda.current_device()
     limit = float(os.environ.get("SPECDEC_ZOO_FAULT_TIMEOUT", "240"))
     env = detection_env(env)
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        rc, out, err = run_bounded([sys.executable, "-X", "faulthandler", "-m", "harness", "zoo",
-                                    "--device", device, "--profile", profile_name, "--faults",
-                                    fault, "--json", f.name, "--in-process", "--scope", scope]
-                                   + ([] if gpu is None else ["--gpu", str(gpu)]), limit,
-                                   f"zoo subprocess for {fault} (SPECDEC_ZOO_FAULT_TIMEOUT)",
-                                   env)
+        rc, out, err = fork_server.run(
+            "harness", ["zoo", "--device", device, "--profile", profile_name, "--faults", fault,
+                        "--json", f.name, "--in-process", "--scope", scope]
+            + ([] if gpu is None else ["--gpu", str(gpu)]), limit,
+            f"zoo subprocess for {fault} (SPECDEC_ZOO_FAULT_TIMEOUT)", env)
         try:
             return ZooRow(**json.load(open(f.name))["rows"][0])
         except (ValueError, KeyError, IndexError):

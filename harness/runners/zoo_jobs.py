@@ -4,8 +4,10 @@
 Job slot k runs its faults on GPU k mod G, with a Triton cache of its own beside the store of
 published kernels (harness/runners/triton_cache.py), as an xdist worker does. On a host with
 several GPUs the tensor-parallel engines take the GPU locks (specdec/tp/gpu_lock.py), so two
-TP groups never share a GPU. On CPU each process gets cores / N threads. The faults whose
-case needs several GPUs start first: they run longest, and a pool that ends on them idles."""
+TP groups never share a GPU. On CPU each process gets cores / N threads. The processes are
+forked by one fork server (harness/runners/fork_server.py), not started from scratch. The
+faults whose case needs several GPUs start first: they run longest, and a pool that ends on
+them idles."""
 from __future__ import annotations
 
 import os
@@ -69,6 +71,12 @@ def detect_in_parallel(names: list[str], device: str, profile_name: str, jobs: i
         report(row)
         return row
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {name: pool.submit(one, name) for name in order}
-        return [futures[name].result() for name in names]
+    from harness.runners import fork_server
+    server = None if os.environ.get(fork_server.SERVER_ENV) else fork_server.start()
+    try:
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = {name: pool.submit(one, name) for name in order}
+            return [futures[name].result() for name in names]
+    finally:
+        if server is not None:
+            server.stop()
