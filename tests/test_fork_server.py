@@ -66,3 +66,18 @@ def test_a_command_past_its_limit_is_stopped_with_its_stacks(server):
 def test_a_command_killed_by_a_signal_returns_what_it_wrote(server):
     rc, out, _ = fork_server.run("fork_probe", ["die"], 60, "probe", _env())
     assert rc == -1 and out == "before the signal\n"
+
+
+def test_a_server_that_is_gone_falls_back_to_a_fresh_process(tmp_path, monkeypatch):
+    """Its socket left behind, the server killed: the command still runs (started from
+    scratch, our child), with one warning that says so."""
+    monkeypatch.delenv(fork_server.SERVER_ENV, raising=False)
+    monkeypatch.setattr(fork_server.run, "warned", False, raising=False)
+    srv = fork_server.start(preload=())
+    srv.proc.kill()
+    srv.proc.wait()
+    env = _env(**{fork_server.SERVER_ENV: srv.path})
+    with pytest.warns(RuntimeWarning, match="starting processes from scratch"):
+        got = _report(tmp_path, env)
+    assert got["ppid"] == os.getpid()
+    srv.stop()

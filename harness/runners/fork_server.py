@@ -10,7 +10,9 @@ process-seconds over 39 detections, and its detection (often 3 s) came after
 A fork server imports all that once and forks a process per command. The server never
 touches CUDA (torch.cuda.is_available() asks NVML there, PYTORCH_NVML_BASED_CUDA_CHECK), so
 each forked process initializes CUDA itself, on the GPU and with the environment of its
-request, as a process started from scratch does. Each forked process:
+request, as a process started from scratch does (were CUDA ever started in the server, its
+processes would refuse, and `run` would start them from scratch with a warning). Each
+forked process:
 - takes the requester's environment (PYTHONPATH's entries joining sys.path), working
   directory and arguments (sys.argv);
 - writes its stdout and stderr to the requester's files (inherited by the processes it
@@ -90,15 +92,20 @@ def run(module: str, args: list[str], limit: float, what: str,
     if path and os.path.exists(path):
         try:
             return _run_forked(path, module, args, limit, what, env)
-        except _ServerGone:
-            pass
+        except _ServerGone as gone:
+            if not getattr(run, "warned", False):
+                run.warned = True
+                import warnings
+                warnings.warn(f"fork server {path}: {gone or 'gone'}; starting processes "
+                              "from scratch", RuntimeWarning, stacklevel=2)
     from harness.runners.zoo import run_bounded
     return run_bounded([sys.executable, "-X", "faulthandler", "-m", module, *args], limit,
                        what, env)
 
 
 class _ServerGone(Exception):
-    """The server did not take the command (it ended): start the process from scratch."""
+    """The server did not take the command (it ended, or a process forked from it could not
+    start CUDA): start the process from scratch."""
 
 
 def _run_forked(path, module, args, limit, what, env) -> tuple[int, str, str]:
@@ -115,8 +122,8 @@ def _run_forked(path, module, args, limit, what, env) -> tuple[int, str, str]:
                 first = stream.readline()  # the forked process's pid, once it runs
             except OSError as exc:
                 raise _ServerGone from exc
-            if not first:
-                raise _ServerGone
+            if not first.strip().isdigit():  # ended, or refused (it cannot give CUDA)
+                raise _ServerGone(first.decode(errors="replace").strip())
             pid = int(first)
             sock.settimeout(limit)
             try:
@@ -193,6 +200,10 @@ def _child(conn: socket.socket) -> None:
             f = os.open(request[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.dup2(f, fd)
             os.close(f)
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda._is_in_bad_fork():  # CUDA was started in the
+            conn.sendall(b"cuda started in the fork server\n")  # server: start afresh
+            return
         import faulthandler
         import random
         import runpy
