@@ -72,3 +72,17 @@ def test_allreduce_bench_refuses_cpu(capsys):
     import pytest
     with pytest.raises(SystemExit, match="needs --device cuda"):
         main(["bench", "allreduce", "--tp", "2", "--device", "cpu", "--no-plot"])
+
+
+def test_bench_e2e_tp(tmp_path):
+    """`bench e2e --tp 2`: the trained pair end to end at tp 1 and tp 2 in one run, each
+    lossless against its plain decoding, the tp-2 rows read against the tp-1 rows."""
+    out = tmp_path / "e2e.json"
+    assert main(["bench", "e2e", "--tp", "2", "--device", "cpu", "--dtype", "float32",
+                 "--batch-sizes", "1", "--e2e-tokens", "4", "--iters", "1", "--spec-configs",
+                 "1,2,3", "--no-plot", "--out", str(out)]) == 0
+    rows = json.loads(out.read_text())["results"]
+    assert [r["tp"] for r in rows] == [1, 2]
+    assert all(r["outputs_equal_plain"] and r["mean_accept_length"] >= 1 for r in rows)
+    assert rows[1]["plain_vs_tp1"] > 0 and rows[1]["spec_vs_tp1"] > 0
+    assert "outputs_equal_tp1" in rows[1]

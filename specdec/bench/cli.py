@@ -40,7 +40,7 @@ def add_bench_parser(sub) -> None:
     b.add_argument("--spec-configs", default="1,3,4;4,4,8",
                    help="spec: topk,steps,ndt;... (profile: the first)")
     b.add_argument("--tp", type=int, default=1,
-                   help="decode / spec: the step or round sharded over this many ranks against "
+                   help="decode / spec / e2e: the step, round or generate() sharded over this many ranks against "
                         "one rank, with the collectives' time per step (specdec/bench/tp.py, "
                         "tp_spec.py); allreduce: the ranks the all-reduce paths run over")
     b.add_argument("--no-plot", action="store_true", help="JSON only")
@@ -59,9 +59,9 @@ def add_bench_parser(sub) -> None:
 
 def tp_error(args) -> str | None:
     """The parser error for a --tp the chosen bench cannot run, else None."""
-    if args.tp < 1 or (args.tp > 1 and args.what not in ("decode", "spec", "allreduce")):
-        return (f"--tp {args.tp}: an integer >= 1, and only `bench decode`, `bench spec` and "
-                "`bench allreduce` run tensor parallel")
+    if args.tp < 1 or (args.tp > 1 and args.what not in ("decode", "spec", "allreduce", "e2e")):
+        return (f"--tp {args.tp}: an integer >= 1, and only `bench decode`, `bench spec`, "
+                "`bench e2e` and `bench allreduce` run tensor parallel")
     return None
 
 
@@ -96,7 +96,7 @@ def _run_what(args, models, bss, context, iters) -> tuple[list[dict], dict]:
         rows, extra = e2e.run(args.device, args.dtype, bss, args.e2e_tokens,
                               spec.parse_configs(args.spec_configs), target, args.draft,
                               args.heldout, args.round_cost,
-                              args.iters if args.iters is not None else 5)
+                              args.iters if args.iters is not None else 5, args.tp)
     elif args.what == "allreduce":
         from specdec.bench import allreduce
         rows, extra = allreduce.run(args.device, args.dtype, models, args.tp, iters, args.warmup)

@@ -35,34 +35,35 @@ def heldout_prompts(path: str, n: int) -> list[list[int]]:
     return [list(map(int, prompts[i % len(prompts)])) for i in range(n)]
 
 
-def _timed_pair(plain: Engine, spec: Engine, prompts: list[list[int]], new_tokens: int,
-                repeats: int) -> tuple[dict, dict]:
-    """Plain and speculative generate() of the same batch, timed alternately (`repeats` calls
-    each, after a warm-up call of each): at bs 1 both are bound by the host, whose speed
-    drifts between calls, and alternating gives the drift to both. Per engine: the median
-    wall time of its calls, tokens/s over it, the mean accept length and the outputs."""
-    runs = {"plain": (plain, []), "spec": (spec, [])}
-    for eng, _ in runs.values():
+def _timed(engines: dict, prompts: list[list[int]], new_tokens: int, repeats: int) -> dict:
+    """generate() of the same batch on each engine, timed alternately (`repeats` calls each,
+    after a warm-up call of each): at bs 1 they are bound by the host, whose speed drifts
+    between calls, and alternating gives the drift to all. Per engine: the median wall time
+    of its calls, tokens/s over it, the mean accept length (speculative engines) and the
+    outputs."""
+    times = {name: [] for name in engines}
+    for eng in engines.values():
         eng.generate(prompts, max_new_tokens=min(16, new_tokens))  # warm-up: captures, caches
-    s0 = (spec.stats.accepted, spec.stats.req_rounds)
+    before = {name: (e.stats.accepted, e.stats.req_rounds) for name, e in engines.items()}
     outs = {}
     for _ in range(repeats):
-        for name, (eng, times) in runs.items():
+        for name, eng in engines.items():
             sync(eng.device)
             t0 = time.perf_counter()
             outs[name] = eng.generate(prompts, max_new_tokens=new_tokens)
             sync(eng.device)
-            times.append(time.perf_counter() - t0)
-    rounds = spec.stats.req_rounds - s0[1]
-    accept = (spec.stats.accepted - s0[0] + rounds) / rounds if rounds else None
+            times[name].append(time.perf_counter() - t0)
     result = {}
-    for name, (_, times) in runs.items():
-        secs = sorted(times)[len(times) // 2]
+    for name, eng in engines.items():
+        rounds = eng.stats.req_rounds - before[name][1]
+        accepted = eng.stats.accepted - before[name][0]
+        secs = sorted(times[name])[len(times[name]) // 2]
         toks = sum(map(len, outs[name]))
         result[name] = {"seconds": secs, "tokens": toks, "tokens_per_s": toks / secs,
-                        "all_seconds": times, "outputs": outs[name],
-                        "mean_accept_length": accept if name == "spec" else None}
-    return result["plain"], result["spec"]
+                        "all_seconds": times[name], "outputs": outs[name],
+                        "mean_accept_length": ((accepted + rounds) / rounds
+                                               if eng.spec is not None and rounds else None)}
+    return result
 
 
 def round_costs(path: str, model: str = "llama-8b") -> dict:
@@ -74,11 +75,11 @@ def round_costs(path: str, model: str = "llama-8b") -> dict:
             for r in doc["results"] if r["model"] == model}
 
 
-def _row(bs: int, cfg: tuple, new_tokens: int, base: dict, r: dict, cost) -> dict:
-    """One (config, bs) row from a timed plain/spec pair, printed as one line."""
+def _row(bs: int, cfg: tuple, new_tokens: int, base: dict, r: dict, cost, tp: int = 1) -> dict:
+    """One (tp, config, bs) row from a timed plain/spec pair, printed as one line."""
     topk, steps, ndt = cfg
     same = r["outputs"] == base["outputs"]  # greedy: lossless, ties aside
-    row = {"bs": bs, "topk": topk, "num_steps": steps, "ndt": ndt,
+    row = {"tp": tp, "bs": bs, "topk": topk, "num_steps": steps, "ndt": ndt,
            "new_tokens": new_tokens, "plain_tokens_per_s": base["tokens_per_s"],
            "spec_tokens_per_s": r["tokens_per_s"],
            "speedup": r["tokens_per_s"] / base["tokens_per_s"],
@@ -87,13 +88,13 @@ def _row(bs: int, cfg: tuple, new_tokens: int, base: dict, r: dict, cost) -> dic
            "speedup_fastest": min(base["all_seconds"]) / min(r["all_seconds"]),
            "mean_accept_length": r["mean_accept_length"],
            "plain_seconds": base["all_seconds"], "spec_seconds": r["all_seconds"],
-           "outputs_equal_plain": same,
+           "outputs_equal_plain": same, "spec_outputs": r["outputs"],
            "llama8b_round_in_decode_steps": cost,
            "projected_llama8b_speedup": (r["mean_accept_length"] / cost
                                          if cost else None)}
     proj = (f"{row['projected_llama8b_speedup']:.2f}x" if cost else
             "n/a (no llama-8b round cost at this bs)")
-    print(f"spec {topk},{steps},{ndt} bs={bs:<3} {r['tokens_per_s']:9.1f} tok/s, plain "
+    print(f"tp={tp} spec {topk},{steps},{ndt} bs={bs:<3} {r['tokens_per_s']:9.1f} tok/s, plain "
           f"{base['tokens_per_s']:9.1f} tok/s  accept {r['mean_accept_length']:.3f}  "
           f"speedup {row['speedup']:.2f}x (fastest calls {row['speedup_fastest']:.2f}x)  "
           f"projection llama-8b {proj}  "
@@ -101,10 +102,27 @@ def _row(bs: int, cfg: tuple, new_tokens: int, base: dict, r: dict, cost) -> dic
     return row
 
 
+def _against_tp1(rows: list[dict]) -> None:
+    """Each tp > 1 row against the tp-1 row of its config and bs: plain and speculative
+    tokens/s over tp 1's, and whether it generated tp 1's tokens."""
+    key = ("bs", "topk", "num_steps", "ndt")
+    for r in rows:
+        if r["tp"] == 1:
+            continue
+        one = next(o for o in rows if o["tp"] == 1 and all(o[k] == r[k] for k in key))
+        r["plain_vs_tp1"] = r["plain_tokens_per_s"] / one["plain_tokens_per_s"]
+        r["spec_vs_tp1"] = r["spec_tokens_per_s"] / one["spec_tokens_per_s"]
+        r["outputs_equal_tp1"] = r["spec_outputs"] == one["spec_outputs"]
+        print(f"tp={r['tp']} spec {r['topk']},{r['num_steps']},{r['ndt']} bs={r['bs']:<3} vs tp1: "
+              f"plain x{r['plain_vs_tp1']:.2f}, spec x{r['spec_vs_tp1']:.2f}, outputs==tp1 "
+              f"{r['outputs_equal_tp1']}", flush=True)
+
+
 E2E_CONVENTION = ("tokens_per_s: output tokens of one generate() call over the "
                   "median wall time of `repeats` such calls, after a warm-up call of "
-                  "the same batch; plain and speculative calls alternate, so each row's "
-                  "plain figure was measured beside its speculative one; speedup: spec "
+                  "the same batch; at tp 1 plain and speculative calls alternate, so each "
+                  "row's plain figure was measured beside its speculative one (at tp > 1 "
+                  "one after the other: one tensor-parallel engine per process); speedup: spec "
                   "over plain at the same bs (speedup_fastest: of the fastest call of "
                   "each). "
                   "projected_llama8b_speedup is a PROJECTION, not a measurement: "
@@ -114,7 +132,10 @@ E2E_CONVENTION = ("tokens_per_s: output tokens of one generate() call over the "
 
 def run(device: str, dtype: str, batch_sizes: list[int], new_tokens: int, configs: list,
         target: str | None = None, draft: str | None = None, heldout: str | None = None,
-        round_cost: str = DEFAULT_ROUND_COST, repeats: int = 5) -> tuple[list[dict], dict]:
+        round_cost: str = DEFAULT_ROUND_COST, repeats: int = 5,
+        tp: int = 1) -> tuple[list[dict], dict]:
+    """Rows per (tp, config, bs); with tp > 1 the same rows at tp 1 first, in the same run
+    (the peer), each tp's plain and speculative engines sharded alike."""
     if target is None or draft is None or heldout is None:
         ft, fd, fh = fixture_paths()
         target, draft, heldout = target or ft, draft or fd, heldout or fh
@@ -124,24 +145,48 @@ def run(device: str, dtype: str, batch_sizes: list[int], new_tokens: int, config
     top = max(batch_sizes)
     rows = []
 
-    def engine(spec):
+    def engine(spec, size):
         margin = reserve_margin(spec, 1, True)
         eng = Engine(model=target, spec=spec, draft=draft, device=device, dtype=dtype,
                      cuda_graph=True, overlap=True, cuda_graph_bs=sorted(set(batch_sizes)),
-                     max_batch=top, max_context=longest + new_tokens + margin)
+                     max_batch=top, max_context=longest + new_tokens + margin, tp_size=size)
         eng.capture_graphs()  # none inside a timing
         return eng
 
-    plain = engine(None)
-    for topk, steps, ndt in configs:
-        eng = engine(SpecConfig(topk, steps, ndt))
-        for bs in batch_sizes:
-            base, r = _timed_pair(plain, eng, prompts[bs], new_tokens, repeats)
-            rows.append(_row(bs, (topk, steps, ndt), new_tokens, base, r,
-                             costs.get((topk, steps, ndt, bs))))
-        del eng
-        free(device)
+    def timed_alone(spec, size) -> dict:
+        """bs -> one engine's timings, the engine built, timed and closed."""
+        eng = engine(spec, size)
+        try:
+            return {bs: _timed({"e": eng}, prompts[bs], new_tokens, repeats)["e"]
+                    for bs in batch_sizes}
+        finally:
+            eng.close()
+            free(device)
+
+    for size in sorted({1, tp}):
+        # One tensor-parallel engine per process at a time: at tp > 1 plain and speculative
+        # are timed one after the other; at tp 1 side by side, alternating.
+        plain = engine(None, size) if size == 1 else None
+        alone = None if size == 1 else timed_alone(None, size)
+        for topk, steps, ndt in configs:
+            cfg = SpecConfig(topk, steps, ndt)
+            if size == 1:
+                eng = engine(cfg, size)
+                pairs = {bs: _timed({"plain": plain, "spec": eng}, prompts[bs], new_tokens,
+                                    repeats) for bs in batch_sizes}
+                eng.close()
+                free(device)
+            else:
+                spec_alone = timed_alone(cfg, size)
+                pairs = {bs: {"plain": alone[bs], "spec": spec_alone[bs]} for bs in batch_sizes}
+            for bs in batch_sizes:
+                rows.append(_row(bs, (topk, steps, ndt), new_tokens, pairs[bs]["plain"],
+                                 pairs[bs]["spec"], costs.get((topk, steps, ndt, bs)), size))
+        if plain is not None:
+            plain.close()
+            free(device)
+    _against_tp1(rows)
     extra = {"target": target, "draft": draft, "heldout": heldout, "dtype": dtype,
              "cuda_graph": True, "overlap": True, "round_cost_source": round_cost,
-             "repeats": repeats, "convention": E2E_CONVENTION}
+             "repeats": repeats, "tp": tp, "convention": E2E_CONVENTION}
     return rows, extra

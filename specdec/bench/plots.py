@@ -119,27 +119,32 @@ def profile(doc, plt):
 
 
 def speedup(doc, plt):
-    """bench e2e: plain vs speculative tokens/s per batch size and configuration, each bar
-    labelled with the speedup and the accept length; the llama-8b projection as text."""
+    """bench e2e: plain vs speculative tokens/s per batch size and configuration (and tensor
+    parallel size, with --tp), each bar labelled with the speedup and the accept length;
+    the llama-8b projection as text."""
     rows = doc["results"]
     bss = sorted({r["bs"] for r in rows})
+    tps = sorted({r.get("tp", 1) for r in rows})
     cfgs = list(dict.fromkeys((r["topk"], r["num_steps"], r["ndt"]) for r in rows))
-    fig, ax = plt.subplots(figsize=(max(6, 2.2 * len(bss)), 4.6))
-    w = 0.8 / (len(cfgs) + 1)
-    plain = [next(r["plain_tokens_per_s"] for r in rows if r["bs"] == b) for b in bss]
-    ax.bar([i - 0.4 + w / 2 for i in range(len(bss))], plain, width=w, label="plain")
+    bars = [b for tp in tps for b in [(tp, None)] + [(tp, c) for c in cfgs]]
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(bss) * len(bars)), 4.6))
+    w = 0.8 / len(bars)
     notes = []
-    for j, c in enumerate(cfgs, start=1):
-        cells = [next((r for r in rows if r["bs"] == b and
-                       (r["topk"], r["num_steps"], r["ndt"]) == c), None) for b in bss]
+    for j, (tp, c) in enumerate(bars):
+        cells = [next((r for r in rows if r["bs"] == b and r.get("tp", 1) == tp and
+                       (c is None or (r["topk"], r["num_steps"], r["ndt"]) == c)), None)
+                 for b in bss]
         xs = [i - 0.4 + w / 2 + j * w for i in range(len(bss))]
-        ax.bar(xs, [r["spec_tokens_per_s"] if r else 0 for r in cells], width=w,
-               label=f"spec topk {c[0]} steps {c[1]} ndt {c[2]}")
+        key = "plain_tokens_per_s" if c is None else "spec_tokens_per_s"
+        where = f" tp {tp}" if len(tps) > 1 else ""
+        ax.bar(xs, [r[key] if r else 0 for r in cells], width=w,
+               label=f"plain{where}" if c is None else
+               f"spec topk {c[0]} steps {c[1]} ndt {c[2]}{where}")
         for x, r in zip(xs, cells):
-            if r:
+            if r and c is not None:
                 ax.text(x, r["spec_tokens_per_s"], f"{r['speedup']:.2f}x\nacc {r['mean_accept_length']:.2f}",
                         ha="center", va="bottom", fontsize=6)
-                if r.get("projected_llama8b_speedup"):
+                if r.get("projected_llama8b_speedup") and tp == 1:
                     notes.append(f"k{c[0]}s{c[1]}n{c[2]} bs{r['bs']}: "
                                  f"{r['projected_llama8b_speedup']:.2f}x")
     ax.set_xticks(range(len(bss)), [f"bs {b}" for b in bss])
