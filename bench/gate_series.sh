@@ -23,13 +23,17 @@ echo "cores $(nproc); tree $(git log --oneline -1 2>/dev/null || echo '?')"
 for i in $(seq "$first" "$last"); do
   prof=$(mktemp -d)
   t0=$(date +%s)
+  # The host's CPU time, sampled every 2 s beside the run: whether the gate is bound by cores.
+  (while sleep 2; do head -1 /proc/stat; done) > "$logs/cpu$i.txt" 2>/dev/null &
+  sampler=$!
   SPECDEC_GATE_PROFILE=$prof timeout "$limit" python -m pytest -n auto -q -p no:cacheprovider \
     --durations=0 > "$logs/run$i.log" 2>&1
   rc=$?
+  kill "$sampler" 2>/dev/null
   took=$(( $(date +%s) - t0 ))
   python -m harness gate-profile "$prof" --top 40 > "$logs/profile$i.txt" 2>&1
   python bench/gate_series_summary.py "$i" "$rc" "$took" "$logs/run$i.log" "$logs/profile$i.txt" \
-    | tee -a "$logs/summary.txt"
+    "$logs/cpu$i.txt" | tee -a "$logs/summary.txt"
   python bench/triton_store.py | tee -a "$logs/summary.txt"
   mv "$prof" "$logs/profile$i"  # the records and GPU lock holds, for a closer look
   tar czf "$out/runs.tgz" -C "$logs" .

@@ -2,13 +2,33 @@
 the zoo faults' times inside the suite (TP faults by name), tests over 60 s, zoo faults over
 30 s (docs/contract.md, Tiers), and the phase table of its gate profile.
 
-    python bench/gate_series_summary.py RUN RC SECONDS PYTEST_LOG PROFILE"""
+    python bench/gate_series_summary.py RUN RC SECONDS PYTEST_LOG PROFILE [CPU_SAMPLES]
+
+CPU_SAMPLES: the host's first /proc/stat line every 2 s beside the run (gate_series.sh); the
+summary gives the cores' busy share over the run and how much of it they were saturated."""
 import re
 import sys
 from collections import defaultdict
 
 
-def main(run, rc, took, log, profile) -> None:
+def cpu_busy(path: str) -> str:
+    """'cores busy: mean X%, >= 95% in Y% of the run' from /proc/stat samples."""
+    samples = []
+    for line in open(path, errors="replace").read().splitlines():
+        f = line.split()
+        if f and f[0] == "cpu" and len(f) >= 8:
+            ticks = list(map(int, f[1:]))
+            samples.append((sum(ticks), ticks[3] + ticks[4]))  # all, idle + iowait
+    shares = [1 - (i1 - i0) / (a1 - a0) for (a0, i0), (a1, i1) in zip(samples, samples[1:])
+              if a1 > a0]
+    if not shares:
+        return "cores busy: no samples"
+    return (f"cores busy: mean {100 * sum(shares) / len(shares):.0f}%, >= 95% in "
+            f"{100 * sum(s >= 0.95 for s in shares) / len(shares):.0f}% of {len(shares)} "
+            "2-s samples")
+
+
+def main(run, rc, took, log, profile, cpu=None) -> None:
     text = open(log, errors="replace").read().splitlines()
     counts = [line for line in text if re.search(r"(passed|failed).* in [0-9.]+s", line)]
     print(f"run {run} rc {rc} took {took} s: {counts[-1].strip('= ') if counts else '..'}")
@@ -31,6 +51,8 @@ def main(run, rc, took, log, profile) -> None:
     for name, s in zoo.items():
         if s > 30:
             print(f"  zoo over 30 s: {name} {s:.1f}")
+    if cpu:
+        print("  " + cpu_busy(cpu))
     lines = open(profile, errors="replace").read().splitlines()
     for line in lines:
         if line.startswith("the "):  # the per-test list follows the table
@@ -54,4 +76,4 @@ def main(run, rc, took, log, profile) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:6])
+    main(*sys.argv[1:7])
