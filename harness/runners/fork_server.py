@@ -3,8 +3,8 @@
 On a GPU every zoo fault is detected in a process of its own (harness/runners/zoo.py,
 detect_isolated: a fault can leave the CUDA context unusable). Started with `python -m
 harness`, such a process spent a median 5 s of a 2-H100 gate's zoo test on start-up
-(interpreter, torch, the laws, the cases) before its first example, 211 of the gate's 3 053
-process-seconds over 39 detections, and its detection (often 3 s) came after
+(interpreter, torch, the laws, the cases) before its first example: 211 process-seconds over
+the 39 detections of a profiled run of 3 651, while a detection itself often took 3 s
 (bench/results/gate-profile-h100x2-2026-11-27-zoo-waits.txt).
 
 A fork server imports all that once and forks a process per command. The server never
