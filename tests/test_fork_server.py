@@ -1,7 +1,7 @@
 """The fork server (harness/runners/fork_server.py): a command it forks behaves as `python
 -X faulthandler -m MODULE ARGS` started from scratch with the requester's environment,
 working directory and arguments; exit statuses, output, time limits and deaths come back as
-zoo.run_bounded gives them; without a server the command starts from scratch."""
+run_bounded gives them; without a server the command starts from scratch."""
 from __future__ import annotations
 
 import json

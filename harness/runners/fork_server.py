@@ -23,7 +23,7 @@ forked process:
 
 One server serves every process that has SERVER_ENV (the pytest controller starts it before
 xdist starts its workers; `harness zoo --jobs` before its jobs). `run` keeps
-zoo.run_bounded's contract (a time limit, SIGABRT for the stacks, then SIGKILL); without a
+run_bounded's contract (a time limit, SIGABRT for the stacks, then SIGKILL); without a
 server, or with one that is gone, it starts the process from scratch instead."""
 from __future__ import annotations
 
@@ -98,9 +98,29 @@ def run(module: str, args: list[str], limit: float, what: str,
                 import warnings
                 warnings.warn(f"fork server {path}: {gone or 'gone'}; starting processes "
                               "from scratch", RuntimeWarning, stacklevel=2)
-    from harness.runners.zoo import run_bounded
     return run_bounded([sys.executable, "-X", "faulthandler", "-m", module, *args], limit,
                        what, env)
+
+
+def run_bounded(args: list[str], limit: float, what: str,
+                env: dict | None = None) -> tuple[int, str, str]:
+    """Run a subprocess to its end, or for `limit` seconds: past that it is sent SIGABRT (a
+    Python started with faulthandler prints every thread's stack), then killed, and the
+    error says where it hung. (returncode, stdout, stderr)."""
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    try:
+        out, err = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+        raise RuntimeError(f"{what} still running after {limit:g} s; its stacks:\n"
+                           f"{err[-6000:]}") from None
+    return proc.returncode, out, err
 
 
 class _ServerGone(Exception):

@@ -149,29 +149,6 @@ def detect(fault: str, device: str, profile: settings, scope: str = "suite") -> 
     return row
 
 
-def run_bounded(args: list[str], limit: float, what: str,
-                env: dict | None = None) -> tuple[int, str, str]:
-    """Run a subprocess to its end, or for `limit` seconds: past that it is sent SIGABRT (a
-    Python started with faulthandler prints every thread's stack), then killed, and the
-    error says where it hung. (returncode, stdout, stderr)."""
-    import signal
-    import subprocess
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env)
-    try:
-        out, err = proc.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGABRT)
-        try:
-            out, err = proc.communicate(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, err = proc.communicate()
-        raise RuntimeError(f"{what} still running after {limit:g} s; its stacks:\n"
-                           f"{err[-6000:]}") from None
-    return proc.returncode, out, err
-
-
 DETECTION_S = 30.0  # a fault is caught within this of its test starting (docs/contract.md)
 
 
