@@ -88,7 +88,7 @@ def _row(bs: int, cfg: tuple, new_tokens: int, base: dict, r: dict, cost, tp: in
            "speedup_fastest": min(base["all_seconds"]) / min(r["all_seconds"]),
            "mean_accept_length": r["mean_accept_length"],
            "plain_seconds": base["all_seconds"], "spec_seconds": r["all_seconds"],
-           "outputs_equal_plain": same, "spec_outputs": r["outputs"],
+           "outputs_equal_plain": same,
            "llama8b_round_in_decode_steps": cost,
            "projected_llama8b_speedup": (r["mean_accept_length"] / cost
                                          if cost else None)}
@@ -102,22 +102,22 @@ def _row(bs: int, cfg: tuple, new_tokens: int, base: dict, r: dict, cost, tp: in
     return row
 
 
-def _against_tp1(rows: list[dict]) -> None:
+def _against_tp1(rows: list[dict], tokens: dict) -> None:
     """Each tp > 1 row against the tp-1 row of its config and bs: plain and speculative
-    tokens/s over tp 1's, and whether it generated tp 1's tokens."""
+    tokens/s over tp 1's, and whether it generated tp 1's tokens (`tokens`: the speculative
+    outputs by (tp, topk, num_steps, ndt, bs))."""
     key = ("bs", "topk", "num_steps", "ndt")
     for r in rows:
         if r["tp"] == 1:
             continue
         one = next(o for o in rows if o["tp"] == 1 and all(o[k] == r[k] for k in key))
+        cell = (r["topk"], r["num_steps"], r["ndt"], r["bs"])
         r["plain_vs_tp1"] = r["plain_tokens_per_s"] / one["plain_tokens_per_s"]
         r["spec_vs_tp1"] = r["spec_tokens_per_s"] / one["spec_tokens_per_s"]
-        r["outputs_equal_tp1"] = r["spec_outputs"] == one["spec_outputs"]
+        r["outputs_equal_tp1"] = tokens[(r["tp"], *cell)] == tokens[(1, *cell)]
         print(f"tp={r['tp']} spec {r['topk']},{r['num_steps']},{r['ndt']} bs={r['bs']:<3} vs tp1: "
               f"plain x{r['plain_vs_tp1']:.2f}, spec x{r['spec_vs_tp1']:.2f}, outputs==tp1 "
               f"{r['outputs_equal_tp1']}", flush=True)
-    for r in rows:  # compared: the tokens themselves stay out of the results
-        del r["spec_outputs"]
 
 
 E2E_CONVENTION = ("tokens_per_s: output tokens of one generate() call over the "
@@ -145,7 +145,7 @@ def run(device: str, dtype: str, batch_sizes: list[int], new_tokens: int, config
     prompts = {bs: heldout_prompts(heldout, bs) for bs in batch_sizes}
     longest = max(len(p) for ps in prompts.values() for p in ps)
     top = max(batch_sizes)
-    rows = []
+    rows, tokens = [], {}
 
     def engine(spec, size):
         margin = reserve_margin(spec, 1, True)
@@ -184,10 +184,11 @@ def run(device: str, dtype: str, batch_sizes: list[int], new_tokens: int, config
             for bs in batch_sizes:
                 rows.append(_row(bs, (topk, steps, ndt), new_tokens, pairs[bs]["plain"],
                                  pairs[bs]["spec"], costs.get((topk, steps, ndt, bs)), size))
+                tokens[(size, topk, steps, ndt, bs)] = pairs[bs]["spec"]["outputs"]
         if plain is not None:
             plain.close()
             free(device)
-    _against_tp1(rows)
+    _against_tp1(rows, tokens)
     extra = {"target": target, "draft": draft, "heldout": heldout, "dtype": dtype,
              "cuda_graph": True, "overlap": True, "round_cost_source": round_cost,
              "repeats": repeats, "tp": tp, "convention": E2E_CONVENTION}
