@@ -193,6 +193,14 @@ def serve(path: str, parent: int, preload: list[str]) -> None:
     for name in preload:
         importlib.import_module(name)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the forked processes reap themselves
+    import threading
+    import warnings
+    if threading.active_count() == 1:
+        # Python warns on fork() whenever the process has other OS threads. Here those are
+        # native pools started at import (numpy's import starts OpenBLAS's, whose own atfork
+        # handler restarts it in the child); no Python thread runs that could hold a lock.
+        warnings.filterwarnings("ignore", r"This process .* is multi-threaded",
+                                DeprecationWarning)
     listener.settimeout(1.0)
     while os.getppid() == parent:  # ends with the process that started it
         try:
