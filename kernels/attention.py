@@ -32,7 +32,15 @@ _MAX_SCRATCH_FLOATS = 1 << 22  # 16 MiB
 _COMBINE_BLOCK_S = 32  # splits per tile in the combine kernel
 
 
-@triton.jit
+# Ints that follow the batch or the pool (not the model's shapes) are not specialized: each
+# value class (== 1, a multiple of 16, other) of each would be a kernel compiled anew on a
+# machine's first gate run (docs/kernels.md). The model's strides keep their divisibility
+# hints (aligned K/V loads).
+_BATCH_INTS = ("max_pages", "mask_numel", "num_splits", "stride_pt", "stride_pmr",
+               "stride_pmh")
+
+
+@triton.jit(do_not_specialize=_BATCH_INTS)
 def _paged_attention_kernel(
     q_ptr, k_ptr, v_ptr, o_ptr, pt_ptr, row_seq_ptr, kv_len_ptr, mstart_ptr, moff_ptr, mask_ptr,
     pm_ptr, pl_ptr, pacc_ptr,
@@ -144,11 +152,11 @@ def _paged_attention_kernel(
                  out.to(o_ptr.dtype.element_ty), mask=h_ok[:, None] & d_ok[None, :])
 
 
-@triton.jit
+@triton.jit(do_not_specialize=("num_splits", "stride_pmr", "stride_pmh"))
 def _combine_splits_kernel(
     pm_ptr, pl_ptr, pacc_ptr, o_ptr,
     stride_pmr, stride_pmh, stride_par, stride_pah, stride_pas, stride_or, stride_oh,
-    NUM_SPLITS: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr,
+    num_splits, HEAD_DIM: tl.constexpr, BLOCK_S: tl.constexpr,
 ):
     """Grid (R, Hq): out = sum_s 2^(m_s - M) acc_s / sum_s 2^(m_s - M) l_s, M = max_s m_s.
 
@@ -161,18 +169,23 @@ def _combine_splits_kernel(
     ml_base = r * stride_pmr + h * stride_pmh
     acc_base = r * stride_par + h * stride_pah
 
+    # num_splits is a runtime value (a constexpr compiled a kernel per split count); while
+    # loops, as in the kernel above, for the Triton 3.6 interpreter.
     m_max = tl.full([BLOCK_S], float("-inf"), tl.float32)
-    for s0 in range(0, NUM_SPLITS, BLOCK_S):
-        s_ok = s0 + offs_s < NUM_SPLITS
+    s0 = 0
+    while s0 < num_splits:
+        s_ok = s0 + offs_s < num_splits
         m = tl.load(pm_ptr + ml_base + s0 + offs_s, mask=s_ok, other=float("-inf"))
         m_max = tl.maximum(m_max, m)
+        s0 += BLOCK_S
     big_m = tl.max(m_max, 0)
     big_m = tl.where(big_m == float("-inf"), 0.0, big_m)
 
     l_sum = tl.zeros([BLOCK_S], tl.float32)
     acc = tl.zeros([HEAD_DIM], tl.float32)
-    for s0 in range(0, NUM_SPLITS, BLOCK_S):
-        s_ok = s0 + offs_s < NUM_SPLITS
+    s0 = 0
+    while s0 < num_splits:
+        s_ok = s0 + offs_s < num_splits
         m = tl.load(pm_ptr + ml_base + s0 + offs_s, mask=s_ok, other=float("-inf"))
         l = tl.load(pl_ptr + ml_base + s0 + offs_s, mask=s_ok, other=0.0)
         a = tl.load(pacc_ptr + acc_base + (s0 + offs_s)[:, None].to(tl.int64) * stride_pas
@@ -180,6 +193,7 @@ def _combine_splits_kernel(
         w = tl.exp2(m - big_m)  # 0 for empty splits and padding (m = -inf)
         l_sum += w * l
         acc += tl.sum(w[:, None] * a, 0)
+        s0 += BLOCK_S
     denom = tl.sum(l_sum, 0)
     out = acc / tl.where(denom > 0, denom, 1.0)
     tl.store(o_ptr + r * stride_or + h * stride_oh + offs_d, out.to(o_ptr.dtype.element_ty))
@@ -260,7 +274,7 @@ def paged_attention(q, k_buffer, v_buffer, page_table, row_seq, row_kv_len, row_
             part_m, part_l, part_acc, out,
             part_m.stride(0), part_m.stride(1), part_acc.stride(0), part_acc.stride(1),
             part_acc.stride(2), out.stride(0), out.stride(1),
-            NUM_SPLITS=num_splits, HEAD_DIM=D,
+            num_splits, HEAD_DIM=D,
             BLOCK_S=min(_COMBINE_BLOCK_S, triton.next_power_of_2(num_splits)),
         )
     return out

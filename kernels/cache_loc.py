@@ -18,7 +18,7 @@ from kernels._scan import SUM_BLOCK, sum_before
 _BLOCK = 128
 
 
-@triton.jit
+@triton.jit(do_not_specialize=("stride_r2t", "max_context"))  # pool sizes: see below
 def _packed_copy_kernel(
     req_pool_ptr, r2t_ptr, start_ptr, end_ptr, loc_ptr, stride_r2t, max_context,
     TO_POOL: tl.constexpr, BLOCK: tl.constexpr, BLOCK_B: tl.constexpr,
@@ -91,34 +91,38 @@ def assign_extend_cache_locs_ref(req_pool_indices, req_to_token, start_offset, e
     out_cache_loc[: pos.numel()] = req_to_token[rows, pos].to(out_cache_loc.dtype)
 
 
-@triton.jit
+# The draft shape (topk, steps, page size) and the pool's sizes are runtime values: as
+# constexprs or specialized ints, each combination the gate draws was a kernel compiled anew
+# (docs/kernels.md, compiled variants); only the two block widths stay compile-time.
+@triton.jit(do_not_specialize=("stride_r2t", "max_context", "topk", "num_steps", "page_size"))
 def _draft_locs_kernel(
     req_pool_ptr, r2t_ptr, seq_lens_ptr, out_ptr, src_ptr, tgt_ptr, stride_r2t, max_context,
-    TOPK: tl.constexpr, NUM_STEPS: tl.constexpr, PAGE_SIZE: tl.constexpr,
-    BLOCK_OUT: tl.constexpr, BLOCK_COPY: tl.constexpr,
+    topk, num_steps, page_size,
+    BLOCK_OUT: tl.constexpr, BLOCK_COPY: tl.constexpr, HAS_COPY: tl.constexpr,
 ):
     b = tl.program_id(0).to(tl.int64)
     row = r2t_ptr + tl.load(req_pool_ptr + b).to(tl.int64) * stride_r2t
     seq_len = tl.load(seq_lens_ptr + b).to(tl.int64)
-    last = seq_len % PAGE_SIZE
+    last = seq_len % page_size
     base = seq_len - last
-    npb = (last + NUM_STEPS + PAGE_SIZE - 1) // PAGE_SIZE  # pages per branch
-    branch_span = npb * PAGE_SIZE
+    npb = (last + num_steps + page_size - 1) // page_size  # pages per branch
+    branch_span = npb * page_size
 
     # Lane (k, s) in layout [topk, num_steps]: position base + k*npb*page + last + s.
     idx = tl.arange(0, BLOCK_OUT)
-    ok = idx < TOPK * NUM_STEPS
-    pos = base + (idx // NUM_STEPS) * branch_span + last + idx % NUM_STEPS
+    n_out = topk * num_steps
+    ok = idx < n_out
+    pos = base + (idx // num_steps) * branch_span + last + idx % num_steps
     slot = tl.load(row + pos, mask=ok & (pos < max_context), other=0)
-    tl.store(out_ptr + b * (TOPK * NUM_STEPS) + idx, slot.to(tl.int64), mask=ok)
+    tl.store(out_ptr + b * n_out + idx, slot.to(tl.int64), mask=ok)
 
-    if TOPK > 1 and PAGE_SIZE > 1:
+    if HAS_COPY:  # topk > 1 and page_size > 1
         # Prefix-tail copy lanes (k-1, j): branch k's first page repeats positions base..base+j.
-        n_copy: tl.constexpr = (TOPK - 1) * (PAGE_SIZE - 1)
+        n_copy = (topk - 1) * (page_size - 1)
         c = tl.arange(0, BLOCK_COPY)
         c_ok = c < n_copy
-        k = c // (PAGE_SIZE - 1) + 1
-        j = c % (PAGE_SIZE - 1)
+        k = c // (page_size - 1) + 1
+        j = c % (page_size - 1)
         real = c_ok & (j < last)  # lanes with j >= last copy reserved slot 0 onto itself
         src = tl.load(row + base + j, mask=real & (base + j < max_context), other=0)
         tgt_pos = base + k * branch_span + j
@@ -137,9 +141,9 @@ def assign_draft_cache_locs(req_pool_indices, req_to_token, seq_lens, out_cache_
     _draft_locs_kernel[(bs,)](
         req_pool_indices, req_to_token, seq_lens, out_cache_loc, source_cache_loc,
         target_cache_loc, req_to_token.stride(0), req_to_token.shape[1],
-        TOPK=topk, NUM_STEPS=num_steps, PAGE_SIZE=page_size,
+        topk, num_steps, page_size,
         BLOCK_OUT=triton.next_power_of_2(topk * num_steps),
-        BLOCK_COPY=triton.next_power_of_2(max(n_copy, 1)),
+        BLOCK_COPY=triton.next_power_of_2(max(n_copy, 1)), HAS_COPY=n_copy > 0,
     )
 
 

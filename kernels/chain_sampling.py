@@ -31,7 +31,9 @@ from kernels.sampling import (BLOCK_V, FIXED_SCALE, _final_draw, _final_draw_ref
                               _oov_fault)
 
 
-@triton.jit
+# The draft's shape is a runtime value: each specialization class of it was a kernel compiled
+# anew (docs/kernels.md, compiled variants).
+@triton.jit(do_not_specialize=("ndt",))
 def _chain_sampling_kernel(predicts, accept_index, accept_num, candidates, uniform,
                            uniform_final, target_probs, draft_probs, threshold_acc, ndt, vocab,
                            BLOCK: tl.constexpr, BLOCK_N: tl.constexpr,

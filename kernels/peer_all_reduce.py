@@ -83,23 +83,25 @@ def _swap(flag, expect, to, abort_ptr, SEM: tl.constexpr):
 
 
 @triton.jit
-def _barrier(pads, program, abort_ptr, RANK: tl.constexpr, WORLD: tl.constexpr,
-             SEM: tl.constexpr):
+def _barrier(pads, program, abort_ptr, rank, WORLD: tl.constexpr, SEM: tl.constexpr):
     """Meet program `program` of every rank: raise our flag in each peer's pad, then lower
     each peer's flag in ours as it arrives. Every flag ends at 0."""
-    local = tl.load(pads + RANK).to(tl.pointer_type(tl.int32))
+    local = tl.load(pads + rank).to(tl.pointer_type(tl.int32))
     for peer in tl.static_range(WORLD):
         remote = tl.load(pads + peer).to(tl.pointer_type(tl.int32))
-        _swap(remote + program * WORLD + RANK, 0, 1, abort_ptr, SEM)
+        _swap(remote + program * WORLD + rank, 0, 1, abort_ptr, SEM)
     for peer in tl.static_range(WORLD):
         _swap(local + program * WORLD + peer, 1, 0, abort_ptr, SEM)
 
 
-@triton.jit
+# The batch's row count and the rank are runtime values: specialized (n_rows == 1, a multiple
+# of 16, other; rank == 1) or constexpr, each was a kernel compiled anew per batch shape and
+# per rank (docs/kernels.md, compiled variants). The row width keeps its hints (vector loads).
+@triton.jit(do_not_specialize=("n_rows", "rank"))
 def _peer_all_reduce_kernel(x_ptr, buf_ptrs, pad_ptrs, abort_ptr, res_ptr, w_ptr, out_ptr, sum_ptr,
-                            n_rows, n_cols, eps, offset_elems,
+                            n_rows, n_cols, eps, offset_elems, rank,
                             stride_x, stride_res, stride_out, stride_sum,
-                            RANK: tl.constexpr, WORLD: tl.constexpr, HAS_NORM: tl.constexpr,
+                            WORLD: tl.constexpr, HAS_NORM: tl.constexpr,
                             HAS_RES: tl.constexpr, STALE: tl.constexpr, BLOCK: tl.constexpr):
     program = tl.program_id(0)
     programs = tl.num_programs(0)
@@ -107,7 +109,7 @@ def _peer_all_reduce_kernel(x_ptr, buf_ptrs, pad_ptrs, abort_ptr, res_ptr, w_ptr
     ok = cols < n_cols
     bufs = buf_ptrs.to(tl.pointer_type(tl.uint64))
     pads = pad_ptrs.to(tl.pointer_type(tl.uint64))
-    mine = tl.load(bufs + RANK).to(tl.pointer_type(x_ptr.dtype.element_ty)) + offset_elems
+    mine = tl.load(bufs + rank).to(tl.pointer_type(x_ptr.dtype.element_ty)) + offset_elems
     # Rows program, program + programs, ...: while loops, not range() (the Triton 3.6
     # interpreter cannot range over a program id).
     row = program
@@ -117,7 +119,7 @@ def _peer_all_reduce_kernel(x_ptr, buf_ptrs, pad_ptrs, abort_ptr, res_ptr, w_ptr
             tl.store(mine + row.to(tl.int64) * n_cols + cols, x, mask=ok)
         row += programs
     tl.debug_barrier()
-    _barrier(pads, program, abort_ptr, RANK, WORLD, "acq_rel")
+    _barrier(pads, program, abort_ptr, rank, WORLD, "acq_rel")
     tl.debug_barrier()
     row = program
     while row < n_rows:
@@ -144,7 +146,7 @@ def _peer_all_reduce_kernel(x_ptr, buf_ptrs, pad_ptrs, abort_ptr, res_ptr, w_ptr
             tl.store(out_ptr + r64 * stride_out + cols, s, mask=ok)
         row += programs
     tl.debug_barrier()
-    _barrier(pads, program, abort_ptr, RANK, WORLD, "relaxed")
+    _barrier(pads, program, abort_ptr, rank, WORLD, "relaxed")
 
 
 def fits(x: torch.Tensor, peers: PeerBuffers) -> bool:
@@ -178,9 +180,9 @@ def peer_all_reduce(x: torch.Tensor, peers: PeerBuffers, residual: torch.Tensor 
         _peer_all_reduce_kernel[(min(n, peers.max_programs),)](
             x2, peers.buffer_ptrs, peers.signal_ptrs, peers.abort, res2,
             weight if weight is not None else x2, out, total, n, h, float(eps),
-            peers.offset // x.element_size(),
+            peers.offset // x.element_size(), peers.rank,
             x2.stride(0), res2.stride(0), out.stride(0), total.stride(0),
-            RANK=peers.rank, WORLD=peers.world, HAS_NORM=weight is not None,
+            WORLD=peers.world, HAS_NORM=weight is not None,
             HAS_RES=residual is not None, STALE=fault_on("tp_peer_buffer_stale"), BLOCK=block,
             num_warps=min(16, max(1, block // 256)))
     if weight is None:

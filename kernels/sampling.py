@@ -88,7 +88,9 @@ def _final_draw(target_probs, draft_probs, base, p_len, coin_f, vocab, BLOCK: tl
     return sampled
 
 
-@triton.jit
+# The draft's shape is a runtime value: each specialization class of it was a kernel compiled
+# anew (docs/kernels.md, compiled variants).
+@triton.jit(do_not_specialize=("ndt", "num_spec"))
 def _tree_sampling_kernel(predicts, accept_index, accept_num, candidates, r_index, r_next,
                           r_sib, uniform, uniform_final, target_probs, draft_probs,
                           threshold_single, threshold_acc, ndt, num_spec, vocab,

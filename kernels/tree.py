@@ -43,21 +43,23 @@ def _alloc_mask(mode, bs, ndt, seq_lens_sum, device):
     raise ValueError(f"unknown tree_mask_mode {mode}")
 
 
-@triton.jit
+# The tree's shape (topk, steps, ndt) is a runtime value: as constexprs or specialized ints,
+# each shape the gate draws was a kernel compiled anew (docs/kernels.md, compiled variants).
+@triton.jit(do_not_specialize=("topk", "spec_steps", "pl_width", "ndt"))
 def _build_tree_kernel(parent_list, sel, seq_lens, tree_mask, positions,
-                       r_index, r_next, r_sib, topk, spec_steps, pl_width,
-                       NDT: tl.constexpr, MODE: tl.constexpr, BLOCK: tl.constexpr,
+                       r_index, r_next, r_sib, topk, spec_steps, pl_width, ndt,
+                       MODE: tl.constexpr, BLOCK: tl.constexpr,
                        BLOCK_B: tl.constexpr):
     # One program per request. Node vectors live on axis 0 ("rows"); the same index
     # vector on axis 1 ("cols") lets us gather parent[cur] with a one-hot reduction,
     # since Triton has no register gather.
     b = tl.program_id(0).to(tl.int64)
     nodes = tl.arange(0, BLOCK)
-    valid = nodes < NDT
+    valid = nodes < ndt
     is_draft = valid & (nodes >= 1)
     seq_len = tl.load(seq_lens + b).to(tl.int64)
 
-    g = tl.load(sel + b * (NDT - 1) + (nodes - 1), mask=is_draft, other=-1)
+    g = tl.load(sel + b * (ndt - 1) + (nodes - 1), mask=is_draft, other=-1)
     tb = g // topk
     has_cand = is_draft & (tb > 0) & (tb < pl_width)
     pg = tl.load(parent_list + b * pl_width + tb, mask=has_cand, other=-1)
@@ -84,7 +86,7 @@ def _build_tree_kernel(parent_list, sel, seq_lens, tree_mask, positions,
         cur = tl.where(active, p, cur)
         step += 1
 
-    row = b * NDT + nodes
+    row = b * ndt + nodes
     tl.store(positions + row, seq_len + depth, mask=valid)
     tl.store(r_index + row, row, mask=valid)
     # First child = smallest node whose parent is n; next sibling = next larger node with
@@ -97,14 +99,14 @@ def _build_tree_kernel(parent_list, sel, seq_lens, tree_mask, positions,
     nsib = tl.min(tl.where(sib, nodes[None, :], BLOCK), axis=1)
     tl.store(r_sib + row, tl.where(nsib < BLOCK, nsib, -1).to(tl.int64), mask=valid)
 
-    in_tree = valid[:, None] & (nodes[None, :] < NDT)
-    if MODE == 0:  # FULL_MASK: row t has seq_len + NDT columns, tree columns after the prefix
-        # This request's block starts after NDT * (seq_len + NDT) entries per earlier request.
-        start = b * NDT * NDT + NDT * sum_before(seq_lens, b, BLOCK_B)
-        offs = start + nodes[:, None].to(tl.int64) * (seq_len + NDT) + seq_len + nodes[None, :]
+    in_tree = valid[:, None] & (nodes[None, :] < ndt)
+    if MODE == 0:  # FULL_MASK: row t has seq_len + ndt columns, tree columns after the prefix
+        # This request's block starts after ndt * (seq_len + ndt) entries per earlier request.
+        start = b * ndt * ndt + ndt * sum_before(seq_lens, b, BLOCK_B)
+        offs = start + nodes[:, None].to(tl.int64) * (seq_len + ndt) + seq_len + nodes[None, :]
         tl.store(tree_mask + offs, anc, mask=in_tree)
     elif MODE == 1:  # QLEN_ONLY
-        offs = row[:, None] * NDT + nodes[None, :]
+        offs = row[:, None] * ndt + nodes[None, :]
         tl.store(tree_mask + offs, anc, mask=in_tree)
     else:  # QLEN_ONLY_BITPACKING: bit j = column j; int64 math, truncated by the store
         bits = tl.full([BLOCK], 1, tl.int64) << nodes.to(tl.int64)
@@ -171,8 +173,8 @@ def _launch(tree_mask, positions, r_index, r_next, r_sib, parent_list, top_score
     if bs > 0:
         _build_tree_kernel[(bs,)](
             pl, top_scores_index.contiguous(), seq_lens.contiguous(), tree_mask,
-            positions, r_index, r_next, r_sib, topk, spec_steps, pl_width,
-            NDT=ndt, MODE=tree_mask_mode, BLOCK=max(2, triton.next_power_of_2(ndt)), BLOCK_B=SUM_BLOCK)
+            positions, r_index, r_next, r_sib, topk, spec_steps, pl_width, ndt,
+            MODE=tree_mask_mode, BLOCK=max(2, triton.next_power_of_2(ndt)), BLOCK_B=SUM_BLOCK)
 
 
 def _ref_parents(sel: list[int], pl: list[int], topk: int, ndt: int) -> list[int]:
