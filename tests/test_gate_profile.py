@@ -26,7 +26,9 @@ def test_every_phase_names_a_function(label, module, attr):
 def test_clock_is_exclusive_and_sums_to_wall(tmp_path, monkeypatch):
     clock = gate_profile._Clock()
     monkeypatch.setattr(gate_profile, "CLOCK", clock)
-    inner = gate_profile._timed("graph capture", lambda: time.sleep(0.05))
+    # The nested phase sleeps far longer than the outer one's own share, so "exclusive" stays
+    # decidable on a loaded machine: an outer phase that counted it would hold >= 0.35 s.
+    inner = gate_profile._timed("graph capture", lambda: time.sleep(0.3))
     outer = gate_profile._timed("engine build", lambda: (time.sleep(0.05), inner()))
     t0 = time.monotonic()
     gate_profile.test_started("t::a")
@@ -36,9 +38,9 @@ def test_clock_is_exclusive_and_sums_to_wall(tmp_path, monkeypatch):
     wall = time.monotonic() - t0
     got = clock.tests["t::a"]
     assert set(got) == {"examples", "engine build", "graph capture"}
-    assert got["graph capture"] >= 0.05 and 0.05 <= got["engine build"] < 0.1, got
+    assert got["graph capture"] >= 0.3 and 0.05 <= got["engine build"] < 0.3, got
     assert got["examples"] >= 0.02, got
-    assert abs(sum(got.values()) - wall) < 0.01, (got, wall)
+    assert 0 <= wall - sum(got.values()) < 0.25, (got, wall)  # the phases tile the test
     monkeypatch.setenv(gate_profile.ENV, str(tmp_path))
     gate_profile.write("gw0")
     rec = json.loads((tmp_path / "gw0.json").read_text())
@@ -69,7 +71,9 @@ def test_gpu_lock_holds_are_recorded_and_tabled(tmp_path, monkeypatch):
     assert holds[0]["end"] - holds[0]["start"] >= 0.05
     (tmp_path / "gw0.json").write_text(json.dumps({"worker": "gw0", "wall": 1.0, "tests": {}}))
     text = gate_profile.table(str(tmp_path))
-    assert "GPU locks: 1 holds; GPU 0 held 0 s (5% of the 1 s run), GPU 1 held 0 s" in text, text
+    pct = 100 * (holds[0]["end"] - holds[0]["start"]) / 1.0  # the hold as slept, under load
+    line = f"held 0 s ({pct:.0f}% of the 1 s run)"
+    assert f"GPU locks: 1 holds; GPU 0 {line}, GPU 1 {line}" in text, text
 
 
 CHILD = """
