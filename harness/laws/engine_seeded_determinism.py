@@ -43,6 +43,8 @@ def check(adapter, case: EngineCase) -> dict:
 
 LAW = Law(
     name=NAME, rank=340, check=check, cases=cases, needs=NEEDS,
-    parts=3,  # on transformers, 34-102 s as one test on one H100 (2026-11-26)
+    # On transformers, 34-102 s as one test on one H100 (2026-11-26); in 3 parts up to 60.2 s
+    # on 2 H200s (bench/results/gate-series-h200x2-2026-11-27-05d69cf.txt, run 2).
+    parts=4,
     summary="a seeded batch is reproducible across calls",
     controls=("tests/test_adapters_not_vacuous.py::test_drifting_seeds_fail_seeded_determinism",))
