@@ -18,7 +18,8 @@ from kernels._scan import SUM_BLOCK, sum_before
 _BLOCK = 128
 
 
-@triton.jit(do_not_specialize=("stride_r2t", "max_context"))  # pool sizes: see below
+# The pool's sizes are runtime values (docs/kernels.md, compiled variants).
+@triton.jit(do_not_specialize=("stride_r2t", "max_context"))
 def _packed_copy_kernel(
     req_pool_ptr, r2t_ptr, start_ptr, end_ptr, loc_ptr, stride_r2t, max_context,
     TO_POOL: tl.constexpr, BLOCK: tl.constexpr, BLOCK_B: tl.constexpr,
