@@ -106,12 +106,15 @@ def _rounds_by_rid(trace) -> dict[int, list[tuple]]:
     return out
 
 
-def _round_tie_gap(trace, k: int, b: int, cfg: RunConfig, committed: list[int]) -> float:
-    """Smallest gap of any choice that set request b's accept length in round k of `trace`
-    (`committed`: the tokens that round committed on this path, the bonus last): the cuts
-    along the target's greedy continuation (accept_decision_gap), or every cut of the
-    round's tree where the re-derivation cannot follow the recorded one."""
+def _round_tie_gap(trace, k: int, b: int, cfg: RunConfig) -> float:
+    """Smallest gap of any choice that set request b's accept length in round k of `trace`:
+    the cuts along the target's greedy continuation (accept_decision_gap), or every cut of the
+    round's tree where the re-derivation cannot follow the recorded one. The round's committed
+    tokens come from the trace, not the output: a request that hits its token cap mid-round
+    shows fewer tokens than the round accepted, and the accept length was decided by all."""
     rnd = trace.rounds[k]
+    width = cfg.num_steps + 1  # accepted_tokens' stride
+    committed = rnd.accepted_tokens[b * width:b * width + int(rnd.accept_lens[b])].tolist()
     history = list(trace.prefill) + [f for r in trace.rounds[:k] for f in r.forwards]
     row = int(rnd.req_pool_indices[b])
     step0 = next(f.logits[list(f.req_pool_indices.tolist()).index(row)] for f in reversed(history)
@@ -144,8 +147,7 @@ def check_same_acceptance(cfg: RunConfig, eng_a, outs_a, outs_b, what: str) -> i
         for k, (la, lb) in enumerate(zip(a.accept_lens, b.accept_lens)):
             end_a, end_b = done + la, done + lb
             if la != lb or a.tokens[done:end_a] != b.tokens[done:end_b]:
-                gap = _round_tie_gap(eng_a.recorder, *rounds[a.rid][k], cfg,
-                                     a.tokens[done:end_a])
+                gap = _round_tie_gap(eng_a.recorder, *rounds[a.rid][k], cfg)
                 if gap < eps:
                     ties += 1
                     break
