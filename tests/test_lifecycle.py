@@ -10,7 +10,7 @@ import torch
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from harness.laws.lifecycle import LifecycleMachine
+from harness.laws.lifecycle import LAW, LifecycleMachine
 from harness.laws.lossless_greedy import check_lossless
 from harness.runners import parts
 from harness.strategies.runs import greedy_baseline, make_prompts
@@ -32,7 +32,7 @@ def test_lifecycle_machine(part):
     machine = parts.seeded(type(f"LifecycleMachinePart{part}", (LifecycleMachine,), {}),
                            "lifecycle", part, PARTS, settings.default)
     run_state_machine_as_test(machine, settings=settings(
-        settings.default, stateful_step_count=20,
+        settings.default, stateful_step_count=20, phases=LAW.phases,
         max_examples=parts.share(MACHINE_EXAMPLES, PARTS)))
 
 
