@@ -2,23 +2,26 @@
 mistake's text occurs exactly once in the file it names, so `bench/mutation/run.sh` plants
 every one of them (one that no longer applies measures nothing, and six had gone stale
 through refactors before this test). Inside the campaign's own copy (SPECDEC_MUTANT, set by
-run.sh) the planted mutant is left out: it has been applied there."""
+run.sh) it skips: that copy is not the repository but one mistake planted in it, which
+changes its own text and any other mutant's that overlaps it (extend_last_row_off_by_one's
+line holds fused_last_from_first's), so the test would "catch" every such mutant itself."""
 import os
 import sys
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench", "mutation"))
 from mutants import M  # noqa: E402
 
 
+@pytest.mark.skipif(bool(os.environ.get("SPECDEC_MUTANT")),
+                    reason="inside a mutation campaign's copy, one mistake already planted")
 def test_every_mutant_applies_once():
     names = [m[0] for m in M]
     assert len(names) == len(set(names)), "mutant names repeat"
     stale = {}
-    planted = os.environ.get("SPECDEC_MUTANT")
     for name, path, old, new in M:
-        if name == planted:
-            continue
         with open(os.path.join(ROOT, path)) as f:
             n = f.read().count(old)
         if n != 1 or old == new:

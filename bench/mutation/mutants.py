@@ -111,3 +111,24 @@ M += [
   'vx = VerifyInputs(torch.where(lane, tokens, 0), torch.where(lane, positions, 0), rows,',
   'vx = VerifyInputs(torch.where(lane, tokens, 0), positions, rows,'),
 ]
+# 2026-11-27: mistakes in parts the first 40 left alone (TP collectives, the EAGLE head, the
+# overlap scheduler's device state, the draft's carried state).
+M += [
+ ("tp_vocab_rows_floor", "specdec/tp/comm.py",
+  "per = -(-vocab // self.world)\n        first = self.rank * per",
+  "per = vocab // self.world\n        first = self.rank * per"),
+ ("tp_vocab_embed_unmasked", "specdec/tp/comm.py",
+  "return self.all_reduce(emb * mine[:, None].to(emb.dtype))", "return self.all_reduce(emb)"),
+ ("tp_group_norm_drops_residual", "specdec/tp/comm.py",
+  "        return norm(s, weight, eps, residual)\n",
+  "        return norm(s, weight, eps), s\n"),
+ ("eagle_concat_swapped", "specdec/model/eagle.py",
+  "torch.cat([emb, fb.hidden_states.to(emb.dtype)], dim=-1)",
+  "torch.cat([fb.hidden_states.to(emb.dtype), emb], dim=-1)"),
+ ("eagle_hidden_drops_residual", "specdec/model/eagle.py",
+  "x = reduced(self.tp, x) + residual", "x = reduced(self.tp, x)"),
+ ("row_state_pending_not_committed", "specdec/overlap.py",
+  "        self.pending.index_copy_(0, rows, pending)\n", ""),
+ ("draft_state_scores_not_stored", "specdec/memory/req_pool.py",
+  "        self.topk_p[req_pool_indices] = topk_p\n", ""),
+]
