@@ -1,7 +1,9 @@
 # (name, file, old, new): one realistic mistake each, planted alone by run.sh. The 2026-11-25
 # campaign: every one is caught by `pytest -n auto` except four judged equivalent (they change
 # nothing an observable reads): draft_carried_state_padding_unmasked,
-# sample_accept_greedy_rows_left, deferred_released_early, filter_no_max_subtraction.
+# sample_accept_greedy_rows_left, deferred_released_early, filter_no_max_subtraction. On
+# 2026-11-27 (bench/results/mutation-cpu-2026-11-27*.txt) the sampling_filter law caught the
+# last one: with the filters off, its probabilities are no longer the plain softmax bit for bit.
 M = [
  ("admit_ignores_deferred", "specdec/scheduler.py",
   "while self.waiting and len(self.holding()) + len(new) < self.e.max_batch:",
