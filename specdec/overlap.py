@@ -6,7 +6,8 @@ What round i+1 needs from round i never goes through the host: every round write
 request's committed length and pending (bonus) token into `RowState` (by request row), and
 the next round gathers them there for the requests whose host copy lags. The synchronous
 engine runs the same code (launch, then resolve the same round at once), with the host's
-exact values, so the two modes differ only in when the host reads.
+exact values, so the two modes differ only in when the host reads (and in the gather a round
+skips when none of its host values lags: it would return them unchanged).
 """
 from __future__ import annotations
 
@@ -39,18 +40,18 @@ class RowState:
         self.pending = torch.zeros(rows, dtype=torch.int64, device=device)
 
     def inputs(self, rows: torch.Tensor, host_seq: torch.Tensor, host_pending: torch.Tensor,
-               lagging: tuple[bool, bool] = (True, True)):
+               gather: tuple[bool, bool] = (True, True)):
         """(seq_lens, pending) of a round: the host's value, or where the host passes
         PLACEHOLDER (its copy lags one round) the device's. Sync-free torch ops.
 
-        `lagging`: whether the host's seq list and pending list hold any PLACEHOLDER (the
-        host knows, from its own lists). A list without one is the answer as it is, so the
-        gather is skipped: the synchronous engine's step then queues six kernels fewer
-        before its launch."""
-        seq = (torch.where(host_seq >= 0, host_seq, self.seq_lens[rows]) if lagging[0]
+        `gather`: per list (seq, pending), whether the host's holds any PLACEHOLDER
+        (`lagging` says, from the host's own lists). A list without one is the answer as it
+        is, so its gather is skipped: the synchronous engine's step then queues six kernels
+        fewer before its launch."""
+        seq = (torch.where(host_seq >= 0, host_seq, self.seq_lens[rows]) if gather[0]
                else host_seq)
         pending = (torch.where(host_pending >= 0, host_pending, self.pending[rows])
-                   if lagging[1] else host_pending)
+                   if gather[1] else host_pending)
         return seq, pending
 
     def commit(self, rows: torch.Tensor, seq_lens: torch.Tensor, pending: torch.Tensor) -> None:
