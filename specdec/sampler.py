@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels.argmax import argmax, argmax_ref
+from kernels.greedy import argmax, argmax_ref
 from specdec import faults
 from specdec.host import tensor_to_device, to_device
 from specdec.random_streams import ACCEPT, DRAFT, FINAL, request_seed, stream_coins
@@ -171,7 +171,7 @@ def sample_tokens(kernels, probs: torch.Tensor, final_coins: torch.Tensor) -> to
 
 def greedy_tokens(logits: torch.Tensor) -> torch.Tensor:
     """Each row's argmax (int64): the two-launch Triton kernel on CUDA, torch.argmax elsewhere;
-    the same rule bit for bit, ties to the first index (kernels/argmax.py)."""
+    the same rule bit for bit, ties to the first index (kernels/greedy.py)."""
     return (argmax if logits.is_cuda else argmax_ref)(logits)
 
 

@@ -140,7 +140,7 @@ M += [
  ("gather_flag_from_seq_list", "specdec/overlap.py",
   "return min(seq, default=0) < 0, min(pending, default=0) < 0",
   "return min(seq, default=0) < 0, min(seq, default=0) < 0"),
- ("argmax_ties_to_last_block", "kernels/argmax.py",
+ ("argmax_ties_to_last_block", "kernels/greedy.py",
   "tl.store(out_ptr + r, tl.min(tl.where(hit, idx, vocab), axis=0).to(tl.int64))",
   "tl.store(out_ptr + r, tl.max(tl.where(hit, idx, -1), axis=0).to(tl.int64))"),
  ("rope_store_skips_split_start", "kernels/attention.py",

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels.argmax import _BLOCK, argmax, argmax_ref
+from kernels.greedy import _BLOCK, argmax, argmax_ref
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 # The Triton interpreter computes bf16 wrongly, so bf16 is only drawn on a GPU.
