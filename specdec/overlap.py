@@ -67,7 +67,9 @@ class InFlight:
 
     def __init__(self, kind: str, reqs: list, results: list[torch.Tensor]) -> None:
         self.kind, self.reqs = kind, list(reqs)
-        flat = torch.cat([t.reshape(-1).long() for t in results])
+        flat = [t.reshape(-1).long() for t in results]
+        # One result (a decode step's tokens) is copied from where it is: no cat kernel.
+        flat = flat[0] if len(flat) == 1 else torch.cat(flat)
         if flat.device.type == "cuda":
             self._host = torch.empty(flat.shape, dtype=flat.dtype, pin_memory=True)
             self._host.copy_(flat, non_blocking=True)
