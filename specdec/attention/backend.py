@@ -76,7 +76,7 @@ class AttentionBackend:
         md: AttentionMetadata = fb.attn_metadata
         k_buf, v_buf = self.pool.k_buffers[layer_id], self.pool.v_buffers[layer_id]
         fused = None
-        if fb.mode is ForwardMode.DECODE and fb.num_tokens == fb.batch_size:
+        if fb.one_new_row_each:
             # One new position a row, its last, read by no other row: the rotation and the
             # store go into the attention's own launch (kernels/attention.py, `rope`).
             fused = (k, v, rope.cos, rope.sin, positions, md.write_loc)

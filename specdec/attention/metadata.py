@@ -92,7 +92,7 @@ def build_metadata(fb: ForwardBatch, req_to_token: torch.Tensor,
         mask_start = torch.zeros(n, dtype=torch.int32, device=dev)  # every column masked
         return AttentionMetadata(write_loc, pages, row_seq.to(torch.int32),
                                  (seq + ndt).to(torch.int32), mask_start, offset, fb.custom_mask)
-    if fb.mode is ForwardMode.DECODE and n == fb.batch_size:
+    if fb.one_new_row_each:
         # One row per request: the packing below reduces to row b reading request b's
         # committed prefix and itself. Two kernels where the packing launches a dozen, in
         # every decode replay (tests/test_metadata.py holds the two equal).
