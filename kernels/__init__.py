@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kernels import _triton_env  # noqa: F401  (sets TRITON_INTERPRET before triton loads)
 from kernels.activation import silu_mul, silu_mul_ref
+from kernels.greedy import argmax, argmax_ref
 from kernels.attention import paged_attention, paged_attention_ref
 from kernels.cache_loc import (assign_draft_cache_locs, assign_draft_cache_locs_ref,
                                assign_extend_cache_locs, assign_extend_cache_locs_ref,
@@ -25,6 +26,7 @@ from kernels.tree import (FULL_MASK, QLEN_ONLY, QLEN_ONLY_BITPACKING, build_tree
 from kernels.verify import verify_tree_greedy, verify_tree_greedy_ref
 
 __all__ = [
+    "argmax", "argmax_ref",
     "FULL_MASK", "QLEN_ONLY", "QLEN_ONLY_BITPACKING",
     "assign_draft_cache_locs", "assign_draft_cache_locs_ref",
     "assign_extend_cache_locs", "assign_extend_cache_locs_ref",

@@ -22,6 +22,8 @@ from kernels._triton_env import INTERPRET  # (must precede `import triton`)
 import triton
 import triton.language as tl
 
+from kernels.rope import rope_store_kv_ref
+
 _LOG2E = 1.4426950408889634
 _BLOCK_N = 64
 # Split-KV heuristic: aim for this many programs per SM (several resident per SM hide latency),
@@ -44,17 +46,25 @@ _BATCH_INTS = ("max_pages", "mask_numel", "num_splits", "stride_pt", "stride_pmr
 def _paged_attention_kernel(
     q_ptr, k_ptr, v_ptr, o_ptr, pt_ptr, row_seq_ptr, kv_len_ptr, mstart_ptr, moff_ptr, mask_ptr,
     pm_ptr, pl_ptr, pacc_ptr,
+    kn_ptr, vn_ptr, cos_ptr, sin_ptr, pos_ptr, wloc_ptr,
     qk_scale, page_size, max_pages, mask_numel, num_splits,
     stride_qr, stride_qh, stride_kr, stride_kh, stride_vr, stride_vh, stride_or, stride_oh,
     stride_pt, stride_pmr, stride_pmh, stride_par, stride_pah, stride_pas,
+    stride_knr, stride_knh, stride_vnr, stride_vnh, stride_cos,
     GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
-    F32_DOT: tl.constexpr, SPLIT: tl.constexpr,
+    F32_DOT: tl.constexpr, SPLIT: tl.constexpr, ROPE: tl.constexpr,
 ):
     """Grid (R, Hkv, num_splits). SPLIT=False (num_splits == 1): the whole row, output written
     directly; pm/pl/pacc are unused. SPLIT=True: split s covers the row's positions
     [s*chunk, (s+1)*chunk) with chunk = ceil(kv_len / num_splits) rounded up to BLOCK_N, and
     writes fp32 partials m, l [R, Hq, num_splits] and acc [R, Hq, num_splits, D]; an empty
-    split writes the neutral partial (m=-inf, l=0, acc=0)."""
+    split writes the neutral partial (m=-inf, l=0, acc=0).
+
+    ROPE=True (the `rope` argument of `paged_attention`: decode rows): q is unrotated and
+    rotated here at the row's position, and the program whose range holds the row's last
+    position (kv_len - 1) first stores that position's K (rotated) and V from kn/vn at
+    wloc[r], as `rope_store_kv` would, then reads it back like every other position (a block
+    barrier orders the store before the loads)."""
     r = tl.program_id(0).to(tl.int64)
     kvh = tl.program_id(1).to(tl.int64)
     offs_h = tl.arange(0, BLOCK_H)
@@ -66,6 +76,17 @@ def _paged_attention_kernel(
     heads = kvh * GROUP + offs_h
     q = tl.load(q_ptr + r * stride_qr + heads[:, None] * stride_qh + offs_d[None, :],
                 mask=h_ok[:, None] & d_ok[None, :], other=0.0)
+    if ROPE:
+        # Rotate-half in fp32, rounded to q's dtype: rope_store_kv's arithmetic (kernels/rope.py).
+        partner = (offs_d + HEAD_DIM // 2) % HEAD_DIM
+        sign = tl.where(offs_d < HEAD_DIM // 2, -1.0, 1.0)
+        rpos = tl.load(pos_ptr + r).to(tl.int64)
+        cos = tl.load(cos_ptr + rpos * stride_cos + offs_d)
+        sin = tl.load(sin_ptr + rpos * stride_cos + offs_d)
+        q_p = tl.load(q_ptr + r * stride_qr + heads[:, None] * stride_qh + partner[None, :],
+                      mask=h_ok[:, None] & d_ok[None, :], other=0.0)
+        q = (q.to(tl.float32) * cos[None, :]
+             + (sign[None, :] * q_p.to(tl.float32)) * sin[None, :]).to(q.dtype)
     if F32_DOT:
         q = q.to(tl.float32)
 
@@ -91,6 +112,20 @@ def _paged_attention_kernel(
     else:
         start = 0
         end = kv_len
+
+    if ROPE:
+        last = kv_len.to(tl.int64) - 1
+        if (start <= last) & (last < end):  # this program reads the new position: it stores it
+            slot_new = tl.load(wloc_ptr + r).to(tl.int64)
+            kn = tl.load(kn_ptr + r * stride_knr + kvh * stride_knh + offs_d)
+            kn_p = tl.load(kn_ptr + r * stride_knr + kvh * stride_knh + partner)
+            k_rot = (kn.to(tl.float32) * cos + (sign * kn_p.to(tl.float32)) * sin).to(kn.dtype)
+            tl.store(k_ptr + slot_new * stride_kr + kvh * stride_kh + offs_d,
+                     k_rot.to(k_ptr.dtype.element_ty))
+            vn = tl.load(vn_ptr + r * stride_vnr + kvh * stride_vnh + offs_d)
+            tl.store(v_ptr + slot_new * stride_vr + kvh * stride_vh + offs_d,
+                     vn.to(v_ptr.dtype.element_ty))
+        tl.debug_barrier()
 
     m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_H], tl.float32)
@@ -225,16 +260,40 @@ def _num_splits(R: int, Hq: int, Hkv: int, D: int, max_kv: int, device) -> int:
     return max(1, n)
 
 
+def _check_rope(rope, q, k_buffer) -> None:
+    k, v, cos, sin, positions, write_loc = rope
+    R, _, D = q.shape
+    if k.shape != (R, k_buffer.shape[1], D) or v.shape != k.shape:
+        raise ValueError(f"paged_attention rope: k {tuple(k.shape)} and v {tuple(v.shape)} "
+                         f"must be [rows, kv heads, head dim] = {(R, k_buffer.shape[1], D)}")
+    if positions.shape[0] != R or write_loc.shape[0] != R:
+        raise ValueError(f"paged_attention rope: one position and one write slot a row "
+                         f"({R} rows), got {positions.shape[0]} and {write_loc.shape[0]}")
+    if cos.shape != sin.shape or cos.shape[1] != D or cos.stride(1) != 1 or sin.stride(1) != 1 \
+            or cos.stride(0) != sin.stride(0):
+        raise ValueError(f"paged_attention rope: cos {tuple(cos.shape)} and sin "
+                         f"{tuple(sin.shape)} must be [max_position, {D}] tables of one layout")
+
+
 def paged_attention(q, k_buffer, v_buffer, page_table, row_seq, row_kv_len, row_mask_start,
-                    row_mask_offset, custom_mask, page_size, sm_scale, num_splits=None):
+                    row_mask_offset, custom_mask, page_size, sm_scale, num_splits=None,
+                    rope=None):
     """Triton paged attention; see module docstring and docs/kernels.md.
 
     `num_splits`: KV splits per (row, KV head); None = `_num_splits` (shapes and device
-    only). 1 is the single-pass kernel; more adds fp32 scratch and a combine launch."""
+    only). 1 is the single-pass kernel; more adds fp32 scratch and a combine launch.
+
+    `rope` (decode rows): (k, v, cos, sin, positions, write_loc). q is then unrotated: each
+    row's q and k are rotated at its position and its k and v stored at its write slot, as
+    `rope_store_kv(q, k, v, cos, sin, positions, k_buffer, v_buffer, write_loc)` would, in
+    this launch. Each row must have exactly one new position, its last (kv_len - 1), at
+    write_loc, and read no other row's new one: a decode batch."""
     R, Hq, D = q.shape
     Hkv = k_buffer.shape[1]
     assert Hq % Hkv == 0 and D >= 16 and D & (D - 1) == 0, (Hq, Hkv, D)
     assert k_buffer.stride(-1) == 1 and v_buffer.stride(-1) == 1
+    if rope is not None:
+        _check_rope(rope, q, k_buffer)
     if q.stride(-1) != 1:
         q = q.contiguous()
     out = torch.empty_like(q)
@@ -256,9 +315,21 @@ def paged_attention(q, k_buffer, v_buffer, page_table, row_seq, row_kv_len, row_
         part_acc = torch.empty((R, Hq, num_splits, D), dtype=torch.float32, device=q.device)
     else:  # unused by the single-pass kernel
         part_m = part_l = part_acc = out
+    if rope is not None:
+        k_new, v_new, cos, sin, positions, write_loc = rope
+        if k_new.stride(-1) != 1:
+            k_new = k_new.contiguous()
+        if v_new.stride(-1) != 1:
+            v_new = v_new.contiguous()
+        new_strides = (k_new.stride(0), k_new.stride(1), v_new.stride(0), v_new.stride(1),
+                       cos.stride(0))
+    else:  # unused without ROPE
+        k_new = v_new = cos = sin = positions = write_loc = q
+        new_strides = (0, 0, 0, 0, 0)
     _paged_attention_kernel[(R, Hkv, num_splits)](
         q, k_buffer, v_buffer, out, page_table, row_seq, row_kv_len, row_mask_start,
         row_mask_offset, mask_u8, part_m, part_l, part_acc,
+        k_new, v_new, cos, sin, positions, write_loc,
         float(sm_scale) * _LOG2E, page_size, page_table.shape[1], mask_u8.numel(), num_splits,
         q.stride(0), q.stride(1), k_buffer.stride(0), k_buffer.stride(1),
         v_buffer.stride(0), v_buffer.stride(1), out.stride(0), out.stride(1),
@@ -266,8 +337,9 @@ def paged_attention(q, k_buffer, v_buffer, page_table, row_seq, row_kv_len, row_
         part_m.stride(0) if split else 0, part_m.stride(1) if split else 0,
         part_acc.stride(0) if split else 0, part_acc.stride(1) if split else 0,
         part_acc.stride(2) if split else 0,
+        *new_strides,
         GROUP=group, HEAD_DIM=D, BLOCK_H=max(16, triton.next_power_of_2(group)),
-        BLOCK_N=_BLOCK_N, F32_DOT=f32_dot, SPLIT=split,
+        BLOCK_N=_BLOCK_N, F32_DOT=f32_dot, SPLIT=split, ROPE=rope is not None,
     )
     if split:
         _combine_splits_kernel[(R, Hq)](
@@ -281,14 +353,21 @@ def paged_attention(q, k_buffer, v_buffer, page_table, row_seq, row_kv_len, row_
 
 
 def paged_attention_ref(q, k_buffer, v_buffer, page_table, row_seq, row_kv_len, row_mask_start,
-                        row_mask_offset, custom_mask, page_size, sm_scale, num_splits=None):
+                        row_mask_offset, custom_mask, page_size, sm_scale, num_splits=None,
+                        rope=None):
     """Plain torch: gather every row's KV into [R, max_kv], masked softmax in fp32.
 
-    `num_splits` is accepted for signature parity with `paged_attention` and ignored.
+    `num_splits` is accepted for signature parity with `paged_attention` and ignored. `rope`:
+    `rope_store_kv_ref` first, as `paged_attention` does in its launch.
 
     max_kv is the page table's full width, not the batch's longest row: shapes then depend
     only on tensor shapes, never on values, so this runs without a host sync and inside graph
     capture, and eager and graph runs of one batch compute identical shapes."""
+    if rope is not None:
+        _check_rope(rope, q, k_buffer)
+        k_new, v_new, cos, sin, positions, write_loc = rope
+        q = rope_store_kv_ref(q, k_new, v_new, cos, sin, positions, k_buffer, v_buffer,
+                              write_loc)
     R, Hq, D = q.shape
     Hkv = k_buffer.shape[1]
     kv_len = row_kv_len.long()

@@ -9,9 +9,15 @@ def to_device(device: torch.device, *lists: list[int]) -> tuple[torch.Tensor, ..
     from pinned memory (it does not wait for the stream). Each copy costs a driver call, and
     a round's host inputs are many small lists."""
     device = torch.device(device)
-    flat = torch.tensor([v for x in lists for v in x], dtype=torch.int64)
+    values = [v for x in lists for v in x]
     if device.type == "cuda":
-        flat = flat.pin_memory().to(device, non_blocking=True)
+        # Written straight into pinned memory: `.pin_memory()` on a pageable tensor asks the
+        # driver whether it is pinned and copies it again (about 60 us of host time a call on
+        # an H100 host, twice a decode step, while the GPU waits for the step's launch).
+        flat = torch.tensor(values, dtype=torch.int64, pin_memory=True)
+        flat = flat.to(device, non_blocking=True)
+    else:
+        flat = torch.tensor(values, dtype=torch.int64)
     return flat.split([len(x) for x in lists])
 
 

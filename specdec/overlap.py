@@ -6,13 +6,22 @@ What round i+1 needs from round i never goes through the host: every round write
 request's committed length and pending (bonus) token into `RowState` (by request row), and
 the next round gathers them there for the requests whose host copy lags. The synchronous
 engine runs the same code (launch, then resolve the same round at once), with the host's
-exact values, so the two modes differ only in when the host reads.
+exact values, so the two modes differ only in when the host reads (and in the gather a round
+skips when none of its host values lags: it would return them unchanged).
 """
 from __future__ import annotations
 
 import torch
 
 PLACEHOLDER = -1  # a host input the device fills in: the value is still in flight
+
+
+def lagging(host_inputs) -> tuple[bool, bool]:
+    """Whether the seq list and the pending list of a round's host inputs (rows, seq,
+    pending) hold a value the device must fill in: any negative one, as `RowState.inputs`'s
+    gather reads them."""
+    _, seq, pending = host_inputs
+    return min(seq, default=0) < 0, min(pending, default=0) < 0
 
 
 class UnresolvedRead(RuntimeError):
@@ -30,11 +39,19 @@ class RowState:
         self.seq_lens = torch.zeros(rows, dtype=torch.int64, device=device)
         self.pending = torch.zeros(rows, dtype=torch.int64, device=device)
 
-    def inputs(self, rows: torch.Tensor, host_seq: torch.Tensor, host_pending: torch.Tensor):
+    def inputs(self, rows: torch.Tensor, host_seq: torch.Tensor, host_pending: torch.Tensor,
+               gather: tuple[bool, bool] = (True, True)):
         """(seq_lens, pending) of a round: the host's value, or where the host passes
-        PLACEHOLDER (its copy lags one round) the device's. Sync-free torch ops."""
-        seq = torch.where(host_seq >= 0, host_seq, self.seq_lens[rows])
-        pending = torch.where(host_pending >= 0, host_pending, self.pending[rows])
+        PLACEHOLDER (its copy lags one round) the device's. Sync-free torch ops.
+
+        `gather`: per list (seq, pending), whether the host's holds any PLACEHOLDER
+        (`lagging` says, from the host's own lists). A list without one is the answer as it
+        is, so its gather is skipped: the synchronous engine's step then queues six kernels
+        fewer before its launch."""
+        seq = (torch.where(host_seq >= 0, host_seq, self.seq_lens[rows]) if gather[0]
+               else host_seq)
+        pending = (torch.where(host_pending >= 0, host_pending, self.pending[rows])
+                   if gather[1] else host_pending)
         return seq, pending
 
     def commit(self, rows: torch.Tensor, seq_lens: torch.Tensor, pending: torch.Tensor) -> None:
@@ -50,7 +67,9 @@ class InFlight:
 
     def __init__(self, kind: str, reqs: list, results: list[torch.Tensor]) -> None:
         self.kind, self.reqs = kind, list(reqs)
-        flat = torch.cat([t.reshape(-1).long() for t in results])
+        flat = [t.reshape(-1).long() for t in results]
+        # One result (a decode step's tokens) is copied from where it is: no cat kernel.
+        flat = flat[0] if len(flat) == 1 else torch.cat(flat)
         if flat.device.type == "cuda":
             self._host = torch.empty(flat.shape, dtype=flat.dtype, pin_memory=True)
             self._host.copy_(flat, non_blocking=True)

@@ -8,7 +8,7 @@ from specdec import faults
 from specdec.attention.forward_batch import ForwardBatch, ForwardMode
 from specdec.forward import run_forward
 from specdec.host import to_device
-from specdec.overlap import PLACEHOLDER, InFlight, RowState
+from specdec.overlap import PLACEHOLDER, InFlight, RowState, lagging
 from specdec.request import Req
 from specdec.sampler import batch_sampling, choose_tokens
 from specdec.graphs.cuda_graph import GraphFactory
@@ -249,8 +249,9 @@ class RoundRunner:
         e = self.e
         ends = [self.seq_upper(r) + 1 for r in reqs]
         e.memory.reserve(reqs, ends)
-        rows, hseq, hpend = to_device(self.dev, *self._host_inputs(reqs))
-        seq, pending = self.state.inputs(rows, hseq, hpend)
+        host = self._host_inputs(reqs)
+        rows, hseq, hpend = to_device(self.dev, *host)
+        seq, pending = self.state.inputs(rows, hseq, hpend, lagging(host))
         live = DecodeInputs(input_ids=pending, positions=seq, req_pool_indices=rows, seq_lens=seq)
         logits = self.decode_runner.run(live, len(reqs)).logits
         bsamp = batch_sampling(reqs, e.seed, ends, 0, self.dev)
@@ -281,8 +282,9 @@ class RoundRunner:
         base = [r.seq_len + 1 + r.unresolved for r in reqs]
         spans = [1 + r.unresolved * (spec.ndt - 1) for r in reqs]
         # Every host input of the round in one transfer.
-        rows, hseq, hpend, base_t = to_device(self.dev, *self._host_inputs(reqs), base)
-        seq, pending = self.state.inputs(rows, hseq, hpend)
+        host = self._host_inputs(reqs)
+        rows, hseq, hpend, base_t = to_device(self.dev, *host, base)
+        seq, pending = self.state.inputs(rows, hseq, hpend, lagging(host))
         seq_sum = sum(upper)  # sizes the tree mask; an upper bound is fine (read by offsets)
         if e.recorder is not None:
             e.recorder.begin_round(rows, seq, e.req_to_token, [r.rid for r in reqs])

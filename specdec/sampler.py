@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
+from kernels.greedy import argmax, argmax_ref
 from specdec import faults
 from specdec.host import tensor_to_device, to_device
 from specdec.random_streams import ACCEPT, DRAFT, FINAL, request_seed, stream_coins
@@ -168,11 +169,17 @@ def sample_tokens(kernels, probs: torch.Tensor, final_coins: torch.Tensor) -> to
     return predicts.long()
 
 
+def greedy_tokens(logits: torch.Tensor) -> torch.Tensor:
+    """Each row's argmax (int64): the two-launch Triton kernel on CUDA, torch.argmax elsewhere;
+    the same rule bit for bit, ties to the first index (kernels/greedy.py)."""
+    return (argmax if logits.is_cuda else argmax_ref)(logits)
+
+
 def choose_tokens(kernels, logits: torch.Tensor, bsamp: BatchSampling | None) -> torch.Tensor:
     """One token per row of logits [bs, V] (batch position): argmax (greedy rows, exactly as
     before); the sampled ones, drawn by subset position, are written back to their batch
     positions bsamp.rows."""
-    tokens = torch.argmax(logits, dim=-1)
+    tokens = greedy_tokens(logits)
     if bsamp is not None:
         probs = target_probs(logits[bsamp.rows][:, None, :], bsamp)[:, 0]
         tokens[bsamp.rows] = sample_tokens(kernels, probs, bsamp.final_coins)

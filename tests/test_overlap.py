@@ -8,7 +8,10 @@ import torch
 
 from harness.strategies.runs import default_device
 from specdec import Engine, SpecConfig
-from specdec.overlap import InFlight, UnresolvedRead
+from hypothesis import given, settings, strategies as st
+
+from specdec.host import to_device
+from specdec.overlap import PLACEHOLDER, InFlight, RowState, UnresolvedRead, lagging
 from specdec.rounds import RoundRunner
 
 DEVICE = default_device()
@@ -24,6 +27,33 @@ def test_results_cannot_be_read_before_their_event():
     with pytest.raises(UnresolvedRead, match="before its event"):
         flight.peek()
     assert flight.wait() == [0, 1, 2] and flight.peek() == [0, 1, 2]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_row_state_inputs_skip_only_gathers_that_change_nothing(data):
+    """A round's (seq_lens, pending) with the gather skipped for a host list that holds no
+    placeholder (`lagging`) equal the full gather's, for any rows, host values and device
+    state; and skipping a list that holds one would differ (the check can fail)."""
+    n_rows = 9
+    state = RowState(n_rows, torch.device(DEVICE))
+    state.seq_lens.copy_(torch.tensor(data.draw(st.lists(st.integers(0, 500), min_size=n_rows,
+                                                         max_size=n_rows))))
+    state.pending.copy_(state.seq_lens * 7 + 1000)  # never equal to a host value below 1000
+    rows = data.draw(st.lists(st.integers(1, n_rows - 1), min_size=1, max_size=n_rows - 1,
+                              unique=True))
+    value = st.one_of(st.just(PLACEHOLDER), st.integers(0, 999))
+    seq = data.draw(st.lists(value, min_size=len(rows), max_size=len(rows)))
+    pending = data.draw(st.lists(value, min_size=len(rows), max_size=len(rows)))
+    host = (rows, seq, pending)
+    dev = to_device(torch.device(DEVICE), *host)
+    want = state.inputs(*dev, (True, True))
+    got = state.inputs(*dev, lagging(host))
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+    for i, lst in enumerate((seq, pending)):
+        if PLACEHOLDER in lst:  # the negative control: skipping this gather is visible
+            wrong = state.inputs(*dev, tuple(j != i for j in range(2)))
+            assert not torch.equal(wrong[i], want[i])
 
 
 @pytest.mark.parametrize("spec", [None, SpecConfig(2, 2, 4)], ids=["decode", "spec"])

@@ -133,4 +133,16 @@ M += [
   "        self.pending.index_copy_(0, rows, pending)\n", ""),
  ("draft_state_scores_not_stored", "specdec/memory/req_pool.py",
   "        self.topk_p[req_pool_indices] = topk_p\n", ""),
+ # The decode-step work of #34 (host1 branch): its metadata fast path, the skipped gather,
+ # the greedy argmax kernel, the RoPE store inside the attention launch.
+ ("decode_metadata_misses_itself", "specdec/attention/metadata.py",
+  "kv_len = (fb.kv_prefix_lens + 1).to(torch.int32)", "kv_len = fb.kv_prefix_lens.to(torch.int32)"),
+ ("gather_flag_from_seq_list", "specdec/overlap.py",
+  "return min(seq, default=0) < 0, min(pending, default=0) < 0",
+  "return min(seq, default=0) < 0, min(seq, default=0) < 0"),
+ ("argmax_ties_to_last_block", "kernels/greedy.py",
+  "tl.store(out_ptr + r, tl.min(tl.where(hit, idx, vocab), axis=0).to(tl.int64))",
+  "tl.store(out_ptr + r, tl.max(tl.where(hit, idx, -1), axis=0).to(tl.int64))"),
+ ("rope_store_skips_split_start", "kernels/attention.py",
+  "if (start <= last) & (last < end):", "if (start < last) & (last < end):"),
 ]

@@ -71,13 +71,21 @@ class AttentionBackend:
     def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int,
                 fb: ForwardBatch, rope, positions: torch.Tensor) -> torch.Tensor:
         """q, k unrotated: rotate both at `positions` with `rope`'s tables, store k and v at
-        the metadata's write slots (one fused kernel), then attend."""
+        the metadata's write slots (one fused kernel), then attend; a decode batch does all
+        three in the attention's launch."""
         md: AttentionMetadata = fb.attn_metadata
         k_buf, v_buf = self.pool.k_buffers[layer_id], self.pool.v_buffers[layer_id]
-        q = self.rope_store_kv(q, k, v, rope.cos, rope.sin, positions, k_buf, v_buf, md.write_loc)
+        fused = None
+        if fb.one_new_row_each:
+            # One new position a row, its last, read by no other row: the rotation and the
+            # store go into the attention's own launch (kernels/attention.py, `rope`).
+            fused = (k, v, rope.cos, rope.sin, positions, md.write_loc)
+        else:
+            q = self.rope_store_kv(q, k, v, rope.cos, rope.sin, positions, k_buf, v_buf,
+                                   md.write_loc)
         return self.paged_attention(q, k_buf, v_buf, md.page_table, md.row_seq, md.row_kv_len,
                                     md.row_mask_start, md.row_mask_offset, md.custom_mask,
-                                    self.page_size, self.sm_scale)
+                                    self.page_size, self.sm_scale, rope=fused)
 
 
 class TorchAttnBackend(AttentionBackend):

@@ -57,3 +57,9 @@ class ForwardBatch:
     @property
     def num_tokens(self) -> int:
         return int(self.input_ids.shape[0])
+
+    @property
+    def one_new_row_each(self) -> bool:
+        """A plain decode: each request's one row is its next position, read by no other row
+        (the metadata's short build and the attention's fused RoPE store rely on it)."""
+        return self.mode is ForwardMode.DECODE and self.num_tokens == self.batch_size

@@ -28,8 +28,10 @@ class AttentionMetadata:
 
 def request_page_table(req_to_token: torch.Tensor, req_pool_indices: torch.Tensor,
                        page_size: int) -> torch.Tensor:
-    """Page ids of each request `[bs, max_context // page_size]` (allocation is page aligned)."""
-    return (req_to_token[req_pool_indices][:, ::page_size] // page_size).to(torch.int32)
+    """Page ids of each request `[bs, max_context // page_size]` (allocation is page aligned).
+    With pages of one slot a slot is its page: no division (a kernel fewer in every replay)."""
+    pages = req_to_token[req_pool_indices][:, ::page_size]
+    return (pages // page_size if page_size > 1 else pages).to(torch.int32)
 
 
 def _request_pages(fb: ForwardBatch, req_to_token: torch.Tensor, page_size: int) -> torch.Tensor:
@@ -90,6 +92,13 @@ def build_metadata(fb: ForwardBatch, req_to_token: torch.Tensor,
         mask_start = torch.zeros(n, dtype=torch.int32, device=dev)  # every column masked
         return AttentionMetadata(write_loc, pages, row_seq.to(torch.int32),
                                  (seq + ndt).to(torch.int32), mask_start, offset, fb.custom_mask)
+    if fb.one_new_row_each:
+        # One row per request: the packing below reduces to row b reading request b's
+        # committed prefix and itself. Two kernels where the packing launches a dozen, in
+        # every decode replay (tests/test_metadata.py holds the two equal).
+        row_seq = torch.arange(n, device=dev, dtype=torch.int32)
+        kv_len = (fb.kv_prefix_lens + 1).to(torch.int32)
+        return AttentionMetadata(write_loc, pages, row_seq, kv_len, *_unmasked_columns(n, dev))
     # EXTEND, DECODE, DRAFT_EXTEND: packed causal rows.
     lens = fb.extend_lens
     starts = torch.cumsum(lens, 0) - lens

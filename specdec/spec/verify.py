@@ -8,7 +8,7 @@ import torch
 from kernels.tree import FULL_MASK
 from specdec import faults
 from specdec.graphs.standin import kernel_node
-from specdec.sampler import BatchSampling, target_probs
+from specdec.sampler import BatchSampling, greedy_tokens, target_probs
 from specdec.spec.compaction import accepted_kv_moves, compact_accepted_to_front
 from specdec.spec.context import Hooks, ModelKV, Paging
 from specdec.spec.phases import VerifyInputs
@@ -89,7 +89,7 @@ class Verifier:
         draft_tokens = built.draft_tokens
         ndt, steps = self.spec.ndt, self.spec.num_steps
         bs = seq_lens.shape[0]
-        target_predict = torch.argmax(logits, dim=-1)
+        target_predict = greedy_tokens(logits)
         predict = torch.zeros(bs * ndt, dtype=torch.int32, device=seq_lens.device)
         accept_index = torch.full((bs, steps + 1), -1, dtype=torch.int32, device=seq_lens.device)
         accept_num = torch.zeros(bs, dtype=torch.int32, device=seq_lens.device)
