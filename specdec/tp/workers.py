@@ -104,7 +104,10 @@ class Workers:
         self.errors = ctx.Queue()
         self.said: dict[int, str] = {}  # rank -> the traceback it put on the queue
         self.procs, self.taps, self.beats = {}, {}, {}
-        self.lock, self.first = threading.Lock(), None
+        # Exit codes are read (reaped: waitpid) under this lock only. Two threads reaping at
+        # once (the watchdog's poll and a join) lose the status to one of them while the
+        # other reads no code: a SIGKILLed worker was named "still running".
+        self.lock, self.first = threading.RLock(), None
         resource_tracker.ensure_running()  # started now: it must not inherit a tap
         for rank in range(1, world):
             beat = ctx.Value("d", 0.0, lock=False)
@@ -138,17 +141,20 @@ class Workers:
     def ended(self) -> list[int]:
         """Workers that exited, or are exiting: a closed sentinel comes before the exit code
         can be reaped, and a peer's closed socket may fail a collective in between."""
-        return [r for r, p in self.procs.items()
-                if p.exitcode is not None or multiprocessing.connection.wait([p.sentinel], 0)]
+        with self.lock:
+            return [r for r, p in self.procs.items()
+                    if p.exitcode is not None or multiprocessing.connection.wait([p.sentinel], 0)]
 
     def hung(self) -> list[int]:
         now = time.monotonic()
-        return [r for r, b in self.beats.items()
-                if b.value > 0 and now - b.value > HANG_S and self.procs[r].is_alive()
-                and silence_is_hang(now - b.value, _proc_state(self.procs[r].pid))]
+        with self.lock:
+            return [r for r, b in self.beats.items()
+                    if b.value > 0 and now - b.value > HANG_S and self.procs[r].is_alive()
+                    and silence_is_hang(now - b.value, _proc_state(self.procs[r].pid))]
 
     def wait_any_end(self, timeout: float) -> None:
-        live = [p.sentinel for p in self.procs.values() if p.exitcode is None]
+        with self.lock:
+            live = [p.sentinel for p in self.procs.values() if p.exitcode is None]
         if live:
             multiprocessing.connection.wait(live, timeout)
 
@@ -165,9 +171,11 @@ class Workers:
     def describe(self, rank: int, when: str = "", wait_s: float = 1.0) -> TPWorkerError:
         """The error naming `rank`, how it ended and its last words."""
         p = self.procs[rank]
-        p.join(wait_s)  # reap it: its exit code
-        how = f"tp rank {rank} (pid {p.pid}) {_how_it_ended(p.exitcode)}{when}"
-        killed = p.exitcode is not None and p.exitcode < 0  # by a signal: it put nothing
+        with self.lock:
+            p.join(wait_s)  # reap it: its exit code
+            code = p.exitcode
+        how = f"tp rank {rank} (pid {p.pid}) {_how_it_ended(code)}{when}"
+        killed = code is not None and code < 0  # by a signal: it put nothing
         words = self._words(rank, 0.0 if killed else wait_s)
         if words:  # its own traceback: "tp rank r: Type: message ..."
             return TPWorkerError(f"{words.rstrip()}\n[{how}]")
@@ -238,6 +246,10 @@ class Workers:
     def end(self, wait_s: float) -> None:
         """Join each worker for up to `wait_s` (all together), then terminate, then kill;
         with wait_s 0 (a failed group), kill at once."""
+        with self.lock:
+            self._end(wait_s)
+
+    def _end(self, wait_s: float) -> None:
         deadline = time.monotonic() + wait_s
         for p in self.procs.values():
             p.join(max(0.0, deadline - time.monotonic()))
