@@ -1,12 +1,14 @@
 """Rank 0 names how a worker ended (specdec/tp/workers.py) while its watchdog also watches.
 
-Law: a worker killed by a signal is named "killed by signal N", whichever of rank 0's
+What must hold: a worker killed by a signal is named "killed by signal N", whichever of rank 0's
 threads asks first. Rank 0's watchdog polls the workers while the main thread, whose
 collective failed, joins the dead one. If both reap the exit status at once, one of them
 gets it, and the other can read no code and say "still running". That happened once in a
 loaded CPU gate.
 
-The law is checked on real spawned processes and a real watchdog thread. The only
+An engine test of the TP group's process supervision, as tests/test_tp_exit.py is (not a
+harness law: `harness check` drives configurations of the engine, not its worker processes).
+It is checked on real spawned processes and a real watchdog thread. The only
 difference from the engine is the worker: it sleeps, so a trial costs a process start
 without torch. This module imports nothing heavy at the top, because every worker imports
 it to find its target.
@@ -20,8 +22,8 @@ import signal
 import threading
 import time
 
-TRIALS = 20           # the law: every one named right
-CONTROL_TRIALS = 80   # the negative control: stops at the first misnamed one
+TRIALS = 20            # every one named right
+CONTROL_TRIALS = 300   # the negative control: stops at the first misnamed one (a trial ~10 ms)
 
 
 def _sleeping_worker(rank, errors, beat):
