@@ -32,6 +32,13 @@ _PROGRAMS_PER_SM = 4
 _MAX_SPLITS = 128
 _MAX_SCRATCH_FLOATS = 1 << 22  # 16 MiB
 _COMBINE_BLOCK_S = 32  # splits per tile in the combine kernel
+# Warps per program: the tiles are small (a GQA group padded to 16 heads x 64 positions), and
+# two warps let more programs stay resident, which is what a memory-bound loop without
+# software pipelining needs. Measured on an H100 (bf16, context 1000, page size 1, per call
+# with the combine): llama-8b shapes at 8 rows 22.1 -> 14.8 us, 16 rows 44.2 -> 31.5 us,
+# 64 rows 126.8 -> 103.0 us; llama-1b shapes 8 rows 10.6 -> 9.7 us; 1 row within 0.25 us
+# (bench/results/attention-warps-h100-2026-11-27.txt).
+_NUM_WARPS = 2
 
 
 # Ints that follow the batch or the pool (not the model's shapes) are not specialized: each
@@ -340,6 +347,7 @@ def paged_attention(q, k_buffer, v_buffer, page_table, row_seq, row_kv_len, row_
         *new_strides,
         GROUP=group, HEAD_DIM=D, BLOCK_H=max(16, triton.next_power_of_2(group)),
         BLOCK_N=_BLOCK_N, F32_DOT=f32_dot, SPLIT=split, ROPE=rope is not None,
+        num_warps=_NUM_WARPS,
     )
     if split:
         _combine_splits_kernel[(R, Hq)](
