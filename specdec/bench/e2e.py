@@ -149,9 +149,13 @@ def run(device: str, dtype: str, batch_sizes: list[int], new_tokens: int, config
 
     def engine(spec, size):
         margin = reserve_margin(spec, 1, True)
+        # tp_check off, as in the decode and spec benches: it exchanges every rank's graph
+        # decision over the control group before each captured phase, a host round trip a
+        # step that would be timed as tensor parallelism's cost (the TP laws check agreement).
         eng = Engine(model=target, spec=spec, draft=draft, device=device, dtype=dtype,
                      cuda_graph=True, overlap=True, cuda_graph_bs=sorted(set(batch_sizes)),
-                     max_batch=top, max_context=longest + new_tokens + margin, tp_size=size)
+                     max_batch=top, max_context=longest + new_tokens + margin, tp_size=size,
+                     tp_check=False)
         eng.capture_graphs()  # none inside a timing
         return eng
 
@@ -190,6 +194,6 @@ def run(device: str, dtype: str, batch_sizes: list[int], new_tokens: int, config
             free(device)
     _against_tp1(rows, tokens)
     extra = {"target": target, "draft": draft, "heldout": heldout, "dtype": dtype,
-             "cuda_graph": True, "overlap": True, "round_cost_source": round_cost,
+             "cuda_graph": True, "overlap": True, "tp_check": False, "round_cost_source": round_cost,
              "repeats": repeats, "tp": tp, "convention": E2E_CONVENTION}
     return rows, extra
