@@ -1,7 +1,7 @@
 """This repository's own pytest configuration: only what is specific to this checkout.
 
 The options (`--faults`), Hypothesis profiles, xdist GPU pinning and per-worker Triton cache
-come from the specdec pytest plugin (harness/runners/pytest_plugin.py, the `pytest11` entry
+come from the specdec pytest plugin (harness/gate/pytest_plugin.py, the `pytest11` entry
 point), which pytest loads wherever specdec is installed; nothing here registers them again.
 The harness finds this checkout's historical cases (cases/) through SPECDEC_CASES, set here
 by default (harness/runners/cases.py), so it never imports them by name.

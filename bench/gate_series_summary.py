@@ -58,7 +58,7 @@ def main(run, rc, took, log, profile, cpu=None) -> None:
         if line.startswith("the "):  # the per-test list follows the table
             break
         print("  " + line)
-    # The zoo tests' detection processes, timed (harness/runners/gate_profile.py): the 30 s
+    # The zoo tests' detection processes, timed (harness/gate/gate_profile.py): the 30 s
     # bound counts from the test's start once its GPU locks are taken, so without lock waits.
     net = {}
     for line in lines[next((i for i, x in enumerate(lines) if x.startswith("tests with a timed")),

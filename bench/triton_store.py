@@ -1,5 +1,5 @@
 """How many compiled variants of each Triton kernel the gate's store of published kernels
-holds (harness/runners/triton_cache.py): what a machine with no Triton cache compiles in its
+holds (harness/gate/triton_cache.py): what a machine with no Triton cache compiles in its
 first gate run. `python bench/triton_store.py` prints one line; bench/gate_series.sh runs it
 after each run."""
 import os
@@ -7,7 +7,7 @@ import sys
 from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness.runners.xdist_gpu import cache_base  # noqa: E402
+from harness.gate.xdist_gpu import cache_base  # noqa: E402
 
 
 def main() -> None:

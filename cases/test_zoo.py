@@ -21,7 +21,7 @@ DEVICE = default_device()
 
 def _faults():
     """Faults whose case needs several GPUs (tensor parallel) are marked multi_gpu: under
-    `pytest -n auto` they go first, in the multi-GPU bins (harness/runners/xdist_gpu.py)."""
+    `pytest -n auto` they go first, in the multi-GPU bins (harness/gate/xdist_gpu.py)."""
     return [pytest.param(f, marks=pytest.mark.multi_gpu)
             if gpus_needed(CASES[f].example, DEVICE) > 1 else f for f in REGISTRY]
 

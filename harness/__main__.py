@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import sys
 
-from harness.runners import bytecode  # noqa: I001
+from harness.gate import bytecode  # noqa: I001
 bytecode.redirect()  # before the big imports and the processes zoo jobs start (bytecode.py)
 import kernels._triton_env  # noqa: F401,E402,I001  (before anything imports triton)
-from harness.runners import profiles
+from harness.gate import profiles
 from harness.runners.cli import main
 
 __all__ = ["main"]

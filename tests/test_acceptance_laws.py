@@ -10,7 +10,7 @@ import pytest
 from harness.laws.acceptance_floor import (ALPHA, Z, FloorConfig, lower_bound,
                                            prop_acceptance_floor)
 from harness.laws.acceptance_path_invariant import PathPair, prop_acceptance_path_invariant
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.strategies.runs import default_device, make_prompts
 from harness.strategies.trained_pair import Measured
 from specdec import Engine, SpecConfig, faults

@@ -14,7 +14,7 @@ import pytest
 from harness.adapters.protocol import Spec
 from harness.adapters.registry import get_adapter
 from harness.strategies.engine_cases import EngineCase
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.runners.engine_suite import ENGINE_LAWS
 
 SETTINGS = {"transformers": {"dtype": "float32", "model_seed": 0, "pad_token_id": None},

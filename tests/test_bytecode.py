@@ -1,5 +1,5 @@
 """Where PYTHONDONTWRITEBYTECODE forbids bytecode beside the sources, the processes a test run
-starts write it under a private prefix (harness/runners/bytecode.py): compiled once, not once
+starts write it under a private prefix (harness/gate/bytecode.py): compiled once, not once
 per process. Shown with real interpreters importing a module of a temporary directory."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from harness.runners import bytecode
+from harness.gate import bytecode
 
 
 def _import_in_child(src_dir, env: dict) -> None:

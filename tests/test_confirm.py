@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.laws.confirm import CONFIRM, StatisticalRejection, confirmed
 
 

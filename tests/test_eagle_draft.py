@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import specdec.spec.draft_decode_phase as draft_decode_phase
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.laws.eagle_draft import prop_eagle_draft
 from harness.strategies.configs import RunConfig
 from harness.strategies.runs import default_device

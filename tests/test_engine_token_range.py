@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from harness.adapters.registry import get_adapter
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.laws.engine_token_range import check
 from harness.strategies.engine_cases import EngineCase
 from test_adapters_not_vacuous import SETTINGS, SPECS  # the same small adapters and specs

@@ -11,8 +11,8 @@ import pathlib
 
 import pytest
 
-from harness.foreign.install import installed
-from harness.kernel_adapters.registry import kernel_class
+from harness.adapters.foreign.install import installed
+from harness.adapters.registry import kernel_class
 from harness.runners.kernel_findings import reproduces
 
 FINDINGS = pathlib.Path(__file__).resolve().parents[1] / "docs" / "findings"

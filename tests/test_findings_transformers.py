@@ -83,6 +83,7 @@ def test_the_empty_output_finding_draws_around_its_cases_only():
     from dataclasses import replace
 
     from harness.strategies.engine_cases import EngineCase, requests_for
+    from harness.strategies.engine_runs import CaseDraws
     name = "transformers_prompt_ending_in_stop_id_emits_nothing"
     known = next(k for k in KNOWN if k.id == name)
     case = EngineCase.from_dict(_finding(name).CASE)
@@ -91,8 +92,11 @@ def test_the_empty_output_finding_draws_around_its_cases_only():
                              for m in (4, 8))
                  if all(r.max_new_tokens > 1 for r in requests_for(c, adapter.vocab_size)))
     # max_new_tokens 1 alone is not enough: some seeds draw no stop equal to the prompt's end
+    def matches(c):
+        return known.matches(adapter, c, CaseDraws(adapter, c, requests_for(c, adapter.vocab_size)))
+
     other_seed = next(replace(case, seed=s) for s in range(2, 200)
-                      if not known.matches(adapter, replace(case, seed=s)))
-    assert known.matches(adapter, case)
-    assert not known.matches(adapter, roomy)
+                      if not matches(replace(case, seed=s)))
+    assert matches(case)
+    assert not matches(roomy)
     assert requests_for(other_seed, adapter.vocab_size)[0].max_new_tokens == 1

@@ -1,6 +1,6 @@
 """The foreign-engine machinery without a network: a release folder holding a tiny engine
 and its kernel adapter, run in the worker subprocess exactly as SGLang's and vLLM's are
-(harness/foreign/). The worker keeps the engine's prints off the reply pipe, names a missing
+(harness/adapters/foreign/). The worker keeps the engine's prints off the reply pipe, names a missing
 module, and hands back the engine's exceptions; the installer reads version ranges from the
 engine's own metadata."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.foreign import install
-from harness.foreign.remote import ForeignCallError, ForeignImportError, RemoteKernels
+from harness.adapters.foreign import install
+from harness.adapters.foreign.remote import ForeignCallError, ForeignImportError, RemoteKernels
 
 ADAPTER = '''
 import fake_engine  # the "engine": missing until the test writes it

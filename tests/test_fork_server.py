@@ -1,4 +1,4 @@
-"""The fork server (harness/runners/fork_server.py): a command it forks behaves as `python
+"""The fork server (harness/gate/fork_server.py): a command it forks behaves as `python
 -X faulthandler -m MODULE ARGS` started from scratch with the requester's environment,
 working directory and arguments; exit statuses, output, time limits and deaths come back as
 run_bounded gives them; without a server the command starts from scratch."""
@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from harness.runners import fork_server
+from harness.gate import fork_server
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -1,4 +1,4 @@
-"""Longest tests first on a GPU (harness/runners/gate_order.py): the order comes from a
+"""Longest tests first on a GPU (harness/gate/gate_order.py): the order comes from a
 profiled gate's per-test seconds, written by `harness gate-profile DIR --durations FILE`;
 unknown tests go first, equal ones keep the collection order, a worker's group suffix does
 not hide a test, a test's waits for the GPU locks are not its own time, and without a file
@@ -9,7 +9,7 @@ import json
 import subprocess
 import sys
 
-from harness.runners import gate_order
+from harness.gate import gate_order
 
 
 class _Item:

@@ -1,4 +1,4 @@
-"""The gate profiler (harness/runners/gate_profile.py): every phase it names exists where it
+"""The gate profiler (harness/gate/gate_profile.py): every phase it names exists where it
 says (a rename in the engine must not silently drop a phase from the table), and its clock
 is exclusive, so a test's phases sum to its wall time."""
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from harness.runners import gate_profile
+from harness.gate import gate_profile
 
 
 @pytest.mark.parametrize("label,module,attr", gate_profile.PHASES, ids=lambda v: str(v))
@@ -77,7 +77,7 @@ def test_gpu_lock_holds_are_recorded_and_tabled(tmp_path, monkeypatch):
 
 
 CHILD = """
-from harness.runners import gate_profile
+from harness.gate import gate_profile
 from specdec.tp.gpu_lock import GPULocks
 with gate_profile.inside_parent():
     locks = GPULocks([0])

@@ -1,6 +1,6 @@
 """The GPU locks of tensor-parallel engines (specdec/tp/gpu_lock.py): one holder per GPU
 across processes, served earliest deadline first, with no stale waiter blocking the queue;
-the deadlines the gate gives them (harness/runners/xdist_gpu.py, harness/runners/zoo.py);
+the deadlines the gate gives them (harness/gate/xdist_gpu.py, harness/runners/zoo.py);
 and an engine that takes them at its first command on the GPUs, not while it builds.
 
 flock conflicts between two open files of one process too, so threads of one process show
@@ -141,7 +141,7 @@ def test_the_gate_gives_tests_and_zoo_runs_deadlines(lock_dir, monkeypatch):
     """Under pytest on a host with GPU locks, a test's deadline is its start plus the gate's
     bound on one test, restored after it; a zoo fault's process gets DETECTION_S from its
     start unless its caller's is sooner. Without GPU locks neither is set."""
-    from harness.runners.xdist_gpu import TEST_BUDGET_S, test_deadline
+    from harness.gate.xdist_gpu import TEST_BUDGET_S, test_deadline
     from harness.runners.zoo import DETECTION_S, detection_env
     t0 = time.time()
     with test_deadline():

@@ -127,7 +127,7 @@ def test_bitwise_law_sees_a_mistake_in_the_captured_round(monkeypatch):
     """Negative control: a whole-round graph that hands back each request's committed length
     one short (what the next round, launched before this one resolves, reads from the
     device) fails the eager-vs-graph law."""
-    from harness.laws.common import OracleFailure
+    from harness.base.failure import OracleFailure
     from specdec.spec.round_phase import GreedyRoundPhase
     right = GreedyRoundPhase.slice_outputs
 
@@ -150,7 +150,7 @@ def test_structure_law_sees_padded_lanes_of_the_captured_round_off_the_fill(monk
     """Negative control of the padding rule (section 8: padded lanes at seq_len = the fill
     value) inside the whole-round graph: its draft extend given padded lanes at another
     seq_len fails the structure law, though no real request's tokens change."""
-    from harness.laws.common import OracleFailure
+    from harness.base.failure import OracleFailure
     from harness.laws.structure import SpecShape, check_structure
     from specdec.spec import round_phase
     spec = spec_for(1, 3)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from harness.kernel_adapters.protocol import DEFAULT_ACCEPTS, Component
-from harness.laws.common import OracleFailure
+from harness.adapters.kernel_protocol import DEFAULT_ACCEPTS, Component
+from harness.base.failure import OracleFailure
 from harness.runners.kernel_suite import first_failure
 
 LAW = "kernel_draft_inputs"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import torch
 
-from harness.kernel_adapters.protocol import DEFAULT_ACCEPTS, Component
-from harness.laws.common import OracleFailure
+from harness.adapters.kernel_protocol import DEFAULT_ACCEPTS, Component
+from harness.base.failure import OracleFailure
 from harness.laws.kernel_draft_kv_indices import LAW
 from harness.runners.kernel_suite import first_failure
 
@@ -91,5 +91,5 @@ def test_reference_worked_example():
 
 def test_specdec_kernels_pass_the_same_draws():
     """The law is not written for the loop alone: specdec's page-table reads pass it too."""
-    from harness.kernel_adapters.specdec_kernels import SpecdecKernels
+    from harness.adapters.specdec_kernels import SpecdecKernels
     assert failure(SpecdecKernels(), examples=30) is None

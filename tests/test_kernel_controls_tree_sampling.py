@@ -14,8 +14,8 @@ import faultpoints
 import pytest
 import torch
 
-from harness.kernel_adapters.specdec_kernels import SpecdecKernels
-from harness.laws.common import OracleFailure
+from harness.adapters.specdec_kernels import SpecdecKernels
+from harness.base.failure import OracleFailure
 from harness.runners.kernel_suite import KERNEL_LAWS, first_failure
 from harness.strategies.kernel_inputs import KernelCase
 from harness.strategies.runs import default_device

@@ -8,8 +8,8 @@ import kernels._triton_env  # noqa: F401,I001  (before triton)
 import pytest
 import torch
 
-from harness.kernel_adapters.specdec_kernels import SpecdecKernels
-from harness.laws.common import OracleFailure
+from harness.adapters.specdec_kernels import SpecdecKernels
+from harness.base.failure import OracleFailure
 from harness.runners.kernel_suite import KERNEL_LAWS, first_failure
 from harness.strategies.kernel_inputs import KernelCase
 from harness.strategies.runs import default_device

@@ -10,7 +10,7 @@ import specdec.sampler as sampler
 from harness.laws.distribution import DistConfig, prop_sampled_distribution
 from harness.laws.finish import check_finish, prop_finish
 from harness.laws.long_context import prop_long_context
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.laws.structure import prop_structure
 from harness.laws.random_streams import StreamConfig, prop_random_streams
 from harness.strategies.runs import default_device
@@ -232,7 +232,7 @@ TP = RunConfig(topk=1, num_steps=3, ndt=4, page_size=4, draft="eagle", batch_siz
 
 def _on_tp_gpus(test):
     """Marked multi_gpu where TP takes two GPUs (CUDA): the gate hands it out first, in a
-    group of its own (harness/runners/xdist_gpu.py). On a CPU it runs over gloo, unmarked."""
+    group of its own (harness/gate/xdist_gpu.py). On a CPU it runs over gloo, unmarked."""
     return pytest.mark.multi_gpu(test) if gpus_needed(TP, DEVICE) > 1 else test
 
 

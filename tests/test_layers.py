@@ -104,9 +104,10 @@ def test_harness_finds_the_cases_without_importing_them():
 
 
 def _module_graph(root: pathlib.Path, packages) -> dict[str, set[str]]:
-    """Module -> the modules of `packages` it imports at module level (relative imports
-    resolved; imports under an `if`, such as TYPE_CHECKING, and inside functions left out:
-    neither runs while the module loads)."""
+    """Module -> the modules of `packages` it imports, at module level or inside functions
+    (relative imports resolved). Only `if TYPE_CHECKING:` blocks are left out: they never run.
+    A lazy import counts: it still ties the two modules together, and moving it into a
+    function only hides the circle from the import order."""
     mods = {}
     for package in packages:
         for path in (root / package).rglob("*.py"):
@@ -118,14 +119,26 @@ def _module_graph(root: pathlib.Path, packages) -> dict[str, set[str]]:
             name = name.rpartition(".")[0]
         return name or None
 
+    def nodes(tree):
+        """Every import node but those under `if TYPE_CHECKING:`."""
+        todo = [tree]
+        while todo:
+            node = todo.pop()
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                todo.extend(node.orelse)
+                continue
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                yield node
+            todo.extend(ast.iter_child_nodes(node))
+
     graph = {}
     for mod, path in mods.items():
         pkg = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
         out = set()
-        for node in ast.parse(path.read_text(), str(path)).body:
+        for node in nodes(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
                 out.update(filter(None, (known(a.name) for a in node.names)))
-            elif isinstance(node, ast.ImportFrom):
+            else:
                 base = node.module or ""
                 if node.level:
                     up = pkg.split(".")[:len(pkg.split(".")) - node.level + 1]
@@ -175,20 +188,73 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_circle():
     """No two modules of the repository's packages import each other, directly or through
-    others, while they load: a circle makes import order decide which names exist."""
+    others, at module level or inside functions: a circle makes import order decide which
+    names exist, and a lazy one only hides it."""
     graph = _module_graph(ROOT, sorted(FORBIDDEN))
     assert len(graph) > 100
     assert not _circles(graph), "import circles"
 
 
 def test_the_circle_check_sees_a_circle(tmp_path):
-    """Not vacuous: a three-module circle through a relative import is found, and a lazy
-    import that closes a circle is not one."""
+    """Not vacuous: a three-module circle through a relative import is found, and so is a
+    circle closed by an import inside a function (zoo.py and zoo_jobs.py once were one); an
+    import under `if TYPE_CHECKING:` closes none."""
     pkg = tmp_path / "pkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "a.py").write_text("from pkg import b\n")
     (pkg / "b.py").write_text("from .c import thing\n")
     (pkg / "c.py").write_text("import pkg.a\nthing = 1\n")
-    (pkg / "d.py").write_text("import pkg.a\n\ndef f():\n    from pkg import d\n")
-    assert _circles(_module_graph(tmp_path, ["pkg"])) == [["pkg.a", "pkg.b", "pkg.c"]]
+    (pkg / "d.py").write_text("import pkg.e\n")
+    (pkg / "e.py").write_text("def f():\n    from pkg import d\n")
+    (pkg / "f.py").write_text("from typing import TYPE_CHECKING\nimport pkg.g\n")
+    (pkg / "g.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                              "    import pkg.f\n")
+    assert sorted(_circles(_module_graph(tmp_path, ["pkg"]))) == [["pkg.a", "pkg.b", "pkg.c"],
+                                                                 ["pkg.d", "pkg.e"]]
+
+
+# The harness's own floors, bottom up (harness/__init__.py): a subpackage imports only its own
+# floor and those below, inside functions too. Files directly under harness/ (__main__.py) are
+# the top floor.
+HARNESS_FLOORS = ["base", "references", "adapters", "strategies", "laws", "gate", "runners"]
+
+
+def _harness_floor(module: str) -> int:
+    parts = module.split(".")
+    if len(parts) < 3 and not (len(parts) == 2 and parts[1] in HARNESS_FLOORS):
+        return len(HARNESS_FLOORS)
+    return HARNESS_FLOORS.index(parts[1])
+
+
+def _upward(graph: dict[str, set[str]]) -> dict[str, list[str]]:
+    return {m: sorted(t for t in out if t.startswith("harness.")
+                      and _harness_floor(t) > _harness_floor(m))
+            for m, out in graph.items() if m.startswith("harness.")}
+
+
+def test_harness_floors_only_go_down():
+    """No arrow inside the harness runs back up: strategies, adapters and the gate reach no
+    law or runner (Progress and OracleFailure live in base/), at module level or inside
+    functions."""
+    graph = _module_graph(ROOT, ["harness"])
+    assert set(HARNESS_FLOORS) == {p.name for p in (ROOT / "harness").iterdir()
+                                   if (p / "__init__.py").exists()}
+    bad = {m: up for m, up in _upward(graph).items() if up}
+    assert not bad, f"harness modules importing a floor above their own: {bad}"
+
+
+def test_the_floor_check_sees_a_lazy_upward_import(tmp_path):
+    """Not vacuous: a strategy that imports a law's Progress inside a function is flagged, as
+    harness/strategies/runs.py's import of harness.laws.liveness once was."""
+    for floor in HARNESS_FLOORS:
+        (tmp_path / "harness" / floor).mkdir(parents=True)
+        (tmp_path / "harness" / floor / "__init__.py").write_text("")
+    (tmp_path / "harness" / "__init__.py").write_text("")
+    (tmp_path / "harness" / "laws" / "liveness.py").write_text("class Progress: pass\n")
+    (tmp_path / "harness" / "strategies" / "runs.py").write_text(
+        "def serve():\n    from harness.laws.liveness import Progress\n")
+    (tmp_path / "harness" / "runners" / "check.py").write_text("import harness.strategies.runs\n")
+    up = _upward(_module_graph(tmp_path, ["harness"]))
+    assert up["harness.strategies.runs"] == ["harness.laws.liveness"]
+    assert up["harness.runners.check"] == []

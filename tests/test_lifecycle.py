@@ -41,7 +41,7 @@ def test_structure_after_each_step_sees_stale_padded_rows(fault):
     """The machine's per-step structure check (oracle 1) reaches padded lanes under churn: a
     batch of 4 shrinks to 3 inside bucket 4, so the padded row is one a live request wrote.
     Its negative control: with stale padded rows (the zoo fault), the check fails."""
-    from harness.laws.common import OracleFailure
+    from harness.base.failure import OracleFailure
     from harness.laws.structure import SpecShape, check_recent_structure
     from harness.strategies.lifecycle_config import LifecycleConfig, build_lifecycle_engine
     from specdec import faults
@@ -79,7 +79,7 @@ def test_admission_order_sees_a_retraction_sent_to_the_back(planted):
     """The machine's order check (first come, first served): on a pool that forces
     retraction while later requests wait, it holds after every step; its negative control:
     with retracted requests queued at the back, it fails."""
-    from harness.laws.common import OracleFailure
+    from harness.base.failure import OracleFailure
     from harness.laws.lifecycle import check_admission_order
     from harness.strategies.lifecycle_config import LifecycleConfig, build_lifecycle_engine
     cfg = LifecycleConfig(topk=1, num_steps=3, ndt=4, page_size=2, draft="eagle", cuda_graph=False,
@@ -106,7 +106,7 @@ def test_batch_bound_holds_and_sees_one_request_too_many():
     """The machine's batch bound: with more requests waiting than fit, at most max_batch hold
     rows after every step; its negative control: the same run checked against a bound one
     smaller (what an engine admitting one request past its max_batch looks like) fails."""
-    from harness.laws.common import OracleFailure
+    from harness.base.failure import OracleFailure
     from harness.laws.lifecycle import check_batch_bound
     from harness.strategies.lifecycle_config import LifecycleConfig, build_lifecycle_engine
     cfg = LifecycleConfig(topk=1, num_steps=3, ndt=4, page_size=2, draft="eagle", cuda_graph=False,

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.laws.common import OracleFailure
-from harness.laws.liveness import Progress
+from harness.base.failure import OracleFailure
+from harness.base.liveness import Progress
 from harness.strategies.runs import serve
 from specdec import Engine
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from harness.laws.kv_content import check_kv_content
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.laws.eager_vs_graph import check_eager_graph_bitwise
 from harness.laws.lossless_greedy import check_lossless
 from harness.laws.self_draft import check_self_draft_logits, check_total_acceptance

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.laws.radix_tree import RadixCase, prop_radix_tree, radix_cases
 from specdec.prefix_cache.tree import RadixTree, _common
 

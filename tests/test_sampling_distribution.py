@@ -11,7 +11,7 @@ import pytest
 from hypothesis import settings
 
 from harness.laws.distribution import check_sampled_distribution
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.strategies.runs import default_device
 from specdec import Engine, SpecConfig
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from hypothesis import example, given, settings
 
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.laws.sampling_filter import (SMALL_VOCABS, TAIL_VOCABS, SamplingFilterCase,
                                           prop_sampling_filter, sampling_filter_cases)
 from specdec import sampler

@@ -18,7 +18,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.laws.lossless_greedy import prop_lossless_greedy
 from harness.strategies.configs import SAMPLED_ROWS, RunConfig, run_configs
 from harness.strategies.drawn_run import build_engine, run, sampling_for

@@ -1,4 +1,4 @@
-"""The kernel store between xdist workers (harness/runners/triton_cache.py): a kernel one
+"""The kernel store between xdist workers (harness/gate/triton_cache.py): a kernel one
 worker compiled is found by another, from that worker's own cache directory; a store entry
 is only ever a whole kernel; the first publisher wins. Shown with the cache manager's own
 calls, as Triton's compiler makes them (put each file, then put_group), on any machine."""
@@ -10,7 +10,7 @@ import os
 import pytest
 
 pytest.importorskip("triton")
-from harness.runners import triton_cache  # noqa: E402
+from harness.gate import triton_cache  # noqa: E402
 
 FILES = {"k.cubin": b"\x7fELF cubin bytes", "k.ptx": b"// ptx", "k.json": b'{"name": "k"}'}
 

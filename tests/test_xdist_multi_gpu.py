@@ -1,5 +1,5 @@
 """Under `pytest -n N` on a host with several GPUs, the multi_gpu tests of one test function
-run on one xdist worker, and they are handed out first (harness/runners/xdist_gpu.py).
+run on one xdist worker, and they are handed out first (harness/gate/xdist_gpu.py).
 Shown on CPU with a real xdist run of a small test directory whose conftest tells the same
 hooks the plugin uses that the host has 2 GPUs."""
 from __future__ import annotations
@@ -10,13 +10,13 @@ import sys
 
 import pytest
 
-from harness.runners import xdist_gpu
+from harness.gate import xdist_gpu
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 CONFTEST = """
 import pytest
-from harness.runners import xdist_gpu
+from harness.gate import xdist_gpu
 
 GPUS = {gpus}  # what this run pretends the host has
 

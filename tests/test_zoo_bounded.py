@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from harness.runners.fork_server import run_bounded
+from harness.gate.fork_server import run_bounded
 
 HANG = "import time\ndef wait_here():\n    time.sleep(60)\nwait_here()\n"
 

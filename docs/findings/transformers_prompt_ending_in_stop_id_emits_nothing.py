@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import json
 
-from harness.adapters import findings
+from harness.runners import findings
 from harness.adapters.protocol import Request, Spec
 from harness.adapters.transformers_assisted import TransformersAdapter
 from harness.laws import engine_finish

@@ -145,12 +145,14 @@ class Completion:
 @dataclass(frozen=True)
 class Known:
     """A recorded violation: which laws it breaks, where it is written up, and which drawn
-    cases hit it (`matches(adapter, case)`, evaluated before the case runs), and on which
-    versions of the engine it was reproduced (None: not tied to a version)."""
+    cases hit it (`matches(adapter, case, draws)`, evaluated before the case runs; `draws`
+    is what the case draws: its requests, the stops engine_finish draws,
+    harness/strategies/engine_runs.py), and on which versions of the engine it was
+    reproduced (None: not tied to a version)."""
     id: str
     laws: tuple[str, ...]
     doc: str                      # docs/findings/<id>.py
-    matches: Any                  # (adapter, EngineCase) -> bool
+    matches: Any                  # (adapter, EngineCase, CaseDraws) -> bool
     versions: frozenset[str] | None = None
 
     def holds_on(self, version: str) -> bool:

@@ -21,7 +21,7 @@ import torch
 from hypothesis import strategies as st
 
 from harness.adapters.protocol import Completion, Observable, Request, Round, Spec
-from harness.laws.liveness import Progress
+from harness.base.liveness import Progress
 from harness.references.dense import reference_prefill
 from specdec import Engine, SpecConfig
 from specdec.config import max_draft_tokens

@@ -55,36 +55,33 @@ INIT_STD = 0.1
 DRAFTERS = ("other", "self", "perturbed:0.002", "perturbed:0.01", "prompt_lookup")
 
 
-def _pad_in_context(adapter, case) -> bool:
+def _pad_in_context(adapter, case, draws) -> bool:
     """The pad id occurs in a prompt or in its greedy continuation (which self-drafting
     reproduces): the assistant's context will then hold it."""
-    from harness.strategies.engine_cases import requests_for
     pad = adapter.settings["pad_token_id"]
     if pad is None or case.spec["drafter"] == "prompt_lookup":
         return False
-    reqs = requests_for(case, adapter.vocab_size)
+    reqs = draws.requests
     if any(pad in r.prompt for r in reqs):
         return True
     return any(pad in c.tokens for c in adapter.generate(reqs, None))
 
 
-def _heuristic_default_length(adapter, case) -> bool:
+def _heuristic_default_length(adapter, case, draws) -> bool:
     spec = case.spec_obj
     return (case.temperature > 0 and spec.drafter != "prompt_lookup"
             and spec.draft_length is None and spec.get("schedule") == "heuristic")
 
 
-def _stop_ends_prompt_before_empty_draft(adapter, case) -> bool:
+def _stop_ends_prompt_before_empty_draft(adapter, case, draws) -> bool:
     """engine_finish draws the prompt's last token as a stop id of a request whose first
     round can draft nothing: max_new_tokens 1 leaves the assistant no room, and prompt lookup
     drafts nothing without a match. (The stops are those engine_finish draws for the case.)"""
-    from harness.laws.engine_finish import drawn_stops, unstopped
-    from harness.strategies.engine_cases import requests_for
     lookup = case.spec["drafter"] == "prompt_lookup"
-    reqs = requests_for(case, adapter.vocab_size)
+    reqs = draws.requests
     if not lookup and all(r.max_new_tokens > 1 for r in reqs):
         return False
-    stops = drawn_stops(case, reqs, unstopped(adapter, case, reqs))
+    stops = draws.stops
     return any(r.prompt[-1] in s and (lookup or r.max_new_tokens == 1)
                for r, s in zip(reqs, stops))
 

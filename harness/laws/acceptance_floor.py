@@ -27,7 +27,7 @@ import os
 from dataclasses import asdict, dataclass
 from statistics import NormalDist
 
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.strategies.trained_pair import Measured, measure, trained_pair
 from harness.laws.declaration import Law, Slice
 

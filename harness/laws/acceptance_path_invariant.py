@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from harness.laws.common import OracleFailure
-from harness.laws.liveness import Progress
+from harness.base.failure import OracleFailure
+from harness.base.liveness import Progress
 from harness.references.acceptance_ties import (accept_decision_gap, draft_choice_gap,
                                                  target_path_gap)
 from harness.references.dense import top2_margins
@@ -222,7 +222,7 @@ LAW = Law(
     summary="per-round accept lengths are the same on every path (batching, graphs, overlap, "
             "pages, prefix cache, TP), ties aside",
     # Each example runs two paths. Path B on one rank and on two are entries of their own:
-    # the TP ones wait for the GPU locks (harness/runners/xdist_gpu.py), the others never.
+    # the TP ones wait for the GPU locks (harness/gate/xdist_gpu.py), the others never.
     # Split, each draws as many examples as the whole did, and the TP ones half of that: as
     # many TP paths as when tp_size was drawn in (1, 2).
     slices=(Slice((("pair", "tiny"), ("b_tp_size", 1)), 2),

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Callable, TypeVar
 
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 
 CONFIRM = 2  # the confirming sample's size, in multiples of the first's
 

@@ -10,7 +10,7 @@ Two shapes, told apart by what the law runs on:
   the observables it names in `needs`. Use it for what every engine must do, seen from
   outside; it then runs on specdec, transformers and any adapter a user registers.
 - kernel (`door="kernels"`): `check(kernels, case)` over a kernel adapter
-  (harness/kernel_adapters/): one speculative component of an engine, called directly, its
+  (harness/adapters/): one speculative component of an engine, called directly, its
   `needs` the Components it calls. It runs on specdec's, SGLang's and vLLM's own kernels."""
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ import torch
 from hypothesis import settings
 from hypothesis import strategies as st
 
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.laws.confirm import StatisticalRejection, confirmed
 from harness.references.dense import reference_prefill
 from harness.strategies.configs import TEMPERATURES, TOP_KS, TOP_PS

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.laws.lossless_greedy import check_lossless
 from harness.laws.structure import all_forwards, check_metadata_covers_batch
 from harness.strategies.configs import RunConfig

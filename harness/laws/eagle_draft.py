@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.laws.self_draft import LOGIT_TOL, _draft_extends_by_row, producing_logits
 from harness.references.dense import reference_prefill
 from harness.strategies.configs import RunConfig

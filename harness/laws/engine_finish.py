@@ -16,14 +16,13 @@ tokens past each cap), TARGET_LOGITS (ties). With PREFIX_STABLE_SAMPLING as well
 against the same speculative seeded requests without stops at the same cap."""
 from __future__ import annotations
 
-import random
 from dataclasses import replace
 
 from harness.adapters.protocol import Observable
-from harness.laws.common import OracleFailure
-from harness.laws.engine_support import fail, margins, plain_continuation, run
+from harness.base.failure import OracleFailure
+from harness.laws.engine_support import fail, margins
 from harness.laws.finish import check_finish
-from harness.strategies.configs import STOP_PAST_CAP
+from harness.strategies.engine_runs import drawn_stops, run, unstopped
 from harness.strategies.engine_cases import EngineCase, engine_cases, requests_for
 from harness.laws.declaration import Law
 
@@ -37,39 +36,6 @@ def cases(engine: str, device: str):
     sampled = Observable.PREFIX_STABLE_SAMPLING in default_adapter(engine, device).observables
     greedy = engine_cases(engine, device, NAME)
     return st.one_of(greedy, engine_cases(engine, device, NAME, sampled=True)) if sampled else greedy
-
-
-def draw_stops(rng: random.Random, prompt, continuation: list[int], cap: int) -> tuple:
-    """One to three stop ids: before the cap, first occurring past it, from the prompt, or
-    absent from both (each kind when it exists)."""
-    seen_before = set(continuation[:cap])
-    kinds = {
-        "before_cap": sorted(seen_before),
-        "past_cap": sorted(set(continuation[cap:]) - seen_before),
-        "prompt": sorted(set(prompt)),
-        "absent": [t for t in range(max(continuation + list(prompt)) + 2)
-                   if t not in continuation and t not in prompt][:4],
-    }
-    kinds = {k: v for k, v in kinds.items() if v}
-    stops = set()
-    for _ in range(rng.randint(1, 3)):
-        kind = rng.choice(sorted(kinds))
-        stops.add(rng.choice(kinds[kind]))
-    return tuple(sorted(stops))
-
-
-def unstopped(adapter, case: EngineCase, reqs) -> list:
-    """What the stops are drawn from and the outputs compared with: the plain greedy
-    continuation run STOP_PAST_CAP past each cap, or the same seeded speculative requests."""
-    if case.temperature == 0:
-        return plain_continuation(adapter, reqs, STOP_PAST_CAP)
-    return run(adapter, reqs, case.spec_obj)
-
-
-def drawn_stops(case: EngineCase, reqs, refs) -> list[tuple]:
-    """Each request's stop ids, drawn from its prompt and its unstopped output `refs`."""
-    rng = random.Random(case.seed ^ 0x5709)
-    return [draw_stops(rng, r.prompt, c.tokens, r.max_new_tokens) for r, c in zip(reqs, refs)]
 
 
 def check(adapter, case: EngineCase) -> dict:

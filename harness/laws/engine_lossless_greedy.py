@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from harness.adapters.protocol import Observable
 from harness.strategies.engine_cases import EngineCase, engine_cases, requests_for
-from harness.laws.engine_support import fail, margins, run
+from harness.laws.engine_support import fail, margins
+from harness.strategies.engine_runs import run
 from harness.references.ties import compare_greedy
 from harness.laws.declaration import Law
 

@@ -27,11 +27,12 @@ import numpy as np
 from hypothesis import settings
 
 from harness.adapters.protocol import Observable, Request
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.laws.confirm import StatisticalRejection, confirmed
 from harness.laws.distribution import check_pairs, filtered_probs
 from harness.strategies.engine_cases import EngineCase, engine_cases
-from harness.laws.engine_support import fail, run
+from harness.laws.engine_support import fail
+from harness.strategies.engine_runs import run
 from harness.laws.declaration import Law
 
 NAME = "engine_sampled_distribution"

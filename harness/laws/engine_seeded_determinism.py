@@ -13,7 +13,8 @@ from dataclasses import replace
 
 from harness.adapters.protocol import Observable
 from harness.strategies.engine_cases import EngineCase, engine_cases, requests_for
-from harness.laws.engine_support import fail, run
+from harness.laws.engine_support import fail
+from harness.strategies.engine_runs import run
 from harness.laws.declaration import Law
 
 NAME = "engine_seeded_determinism"

@@ -1,13 +1,11 @@
-"""What the black-box laws share: the reference margins for ties, the plain continuation,
-and the failure they raise (a law's docstring states it; this module only serves them)."""
+"""What the black-box laws share: the reference margins for ties and the failure they raise
+(the runs they make: harness/strategies/engine_runs.py) (a law's docstring states it; this module only serves them)."""
 from __future__ import annotations
-
-from dataclasses import replace
 
 import torch
 
-from harness.adapters.protocol import Completion, Request, check_completion
-from harness.laws.common import OracleFailure
+from harness.adapters.protocol import Completion, Request
+from harness.base.failure import OracleFailure
 
 
 def margins(adapter, req: Request, ref: Completion) -> list[float]:
@@ -22,23 +20,6 @@ def margins(adapter, req: Request, ref: Completion) -> list[float]:
         return []
     top2 = torch.topk(logits[:len(ref.tokens)].float(), 2, dim=-1).values
     return (top2[:, 0] - top2[:, 1]).tolist()
-
-
-def run(adapter, requests: list[Request], spec) -> list[Completion]:
-    """The adapter's completions, shape-checked (a malformed one is an adapter error)."""
-    outs = adapter.generate(list(requests), spec)
-    if len(outs) != len(requests):
-        raise ValueError(f"{adapter.name}: {len(outs)} completions for {len(requests)} requests")
-    for r, c in zip(requests, outs):
-        check_completion(r, c)
-    return outs
-
-
-def plain_continuation(adapter, requests: list[Request], extra: int = 0) -> list[Completion]:
-    """Plain (non-speculative) decoding of the requests without stops, `extra` tokens past
-    each cap."""
-    return run(adapter, [replace(r, stop_token_ids=(), max_new_tokens=r.max_new_tokens + extra)
-                         for r in requests], None)
 
 
 def fail(law: str, detail: str) -> OracleFailure:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.laws.declaration import Law
-from harness.laws.engine_support import run
+from harness.strategies.engine_runs import run
 from harness.strategies.engine_cases import EngineCase, engine_cases, requests_for
 
 NAME = "engine_token_range"

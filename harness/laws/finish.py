@@ -10,7 +10,7 @@ stops. Reference: the same requests without stops, and plain greedy
 harness/strategies/configs.py run_configs (stops drawn)."""
 from __future__ import annotations
 
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.strategies.configs import STOP_PAST_CAP, RunConfig
 from harness.strategies.drawn_run import (build_engine, prompts_for, run, run_context,
                                           sampling_for)

@@ -20,8 +20,8 @@ The distribution these rules produce is the kernel_chain_distribution law's."""
 from __future__ import annotations
 
 
-from harness.kernel_adapters.protocol import Component
-from harness.laws.common import OracleFailure
+from harness.adapters.kernel_protocol import Component
+from harness.base.failure import OracleFailure
 from harness.laws.declaration import Law
 from harness.strategies.chain_inputs import chain_batch, chain_knobs
 from harness.strategies.kernel_inputs import KernelCase, kernel_cases

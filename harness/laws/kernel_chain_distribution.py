@@ -18,8 +18,8 @@ import random
 import torch
 from hypothesis import strategies as st
 
-from harness.kernel_adapters.protocol import Component
-from harness.laws.common import OracleFailure
+from harness.adapters.kernel_protocol import Component
+from harness.base.failure import OracleFailure
 from harness.laws.confirm import StatisticalRejection, confirmed
 from harness.laws.declaration import Law
 from harness.laws.distribution import chi2_critical

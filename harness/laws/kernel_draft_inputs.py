@@ -24,8 +24,8 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
-from harness.kernel_adapters.protocol import Component
-from harness.laws.common import OracleFailure
+from harness.adapters.kernel_protocol import Component
+from harness.base.failure import OracleFailure
 from harness.laws.declaration import Law
 from harness.references import draft_inputs as R
 from harness.strategies.kernel_inputs import KernelCase, kernel_cases

@@ -27,8 +27,8 @@ from bisect import bisect_right
 import torch
 from hypothesis import strategies as st
 
-from harness.kernel_adapters.protocol import Component
-from harness.laws.common import OracleFailure
+from harness.adapters.kernel_protocol import Component
+from harness.base.failure import OracleFailure
 from harness.laws.declaration import Law
 from harness.references import layout as L
 from harness.strategies.kernel_inputs import KernelCase, kernel_cases

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import torch
 
-from harness.kernel_adapters.protocol import Component
-from harness.laws.common import OracleFailure
+from harness.adapters.kernel_protocol import Component
+from harness.base.failure import OracleFailure
 from harness.laws.declaration import Law
 from harness.references import tree as T
 from harness.strategies.kernel_inputs import KernelCase, kernel_cases, tree_inputs, tree_knobs

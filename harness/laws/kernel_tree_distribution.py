@@ -17,9 +17,9 @@ from collections import Counter
 
 import torch
 
-from harness.kernel_adapters.protocol import Component
+from harness.adapters.kernel_protocol import Component
 from harness.laws import kernel_chain_distribution as chain
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.laws.declaration import Law
 from harness.strategies.kernel_inputs import KernelCase, kernel_cases
 from harness.strategies.tree_sampling_inputs import tree_batch, tree_rows, tree_sampling_knobs

@@ -36,7 +36,7 @@ from harness.laws.kv_content import check_live_kv
 from harness.laws.structure import SpecShape, check_recent_structure
 from harness.strategies.lifecycle_config import (Expected, LifecycleConfig, build_lifecycle_engine,
                                       expected, lifecycle_configs, reference_output)
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.strategies.runs import default_device
 from specdec.memory.allocator import OutOfSlots
 from specdec.sampling_params import SamplingParams

@@ -10,7 +10,7 @@ engine's accounting after the run. Reference: harness/references/ties.py. Strate
 harness/strategies/configs.py run_configs."""
 from __future__ import annotations
 
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.references.ties import compare_greedy
 from harness.strategies.configs import RunConfig
 from harness.strategies.drawn_run import build_engine, greedy_reference_outputs, run

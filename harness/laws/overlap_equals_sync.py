@@ -12,8 +12,8 @@ import random
 
 import torch
 
-from harness.laws.common import OracleFailure
-from harness.laws.liveness import Progress
+from harness.base.failure import OracleFailure
+from harness.base.liveness import Progress
 from harness.strategies.drawn_run import build_engine, run_context, prompts_for, sampling_for
 from harness.strategies.runs import default_device, new_token_counts
 from harness.strategies.configs import RunConfig

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from harness.laws.kv_content import check_live_kv
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.strategies.drawn_run import build_engine, greedy_reference_outputs, run
 from harness.strategies.runs import default_device
 from harness.strategies.configs import RunConfig

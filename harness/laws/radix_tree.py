@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.references.radix_model import RadixModel
 from specdec.prefix_cache.tree import RadixTree
 from harness.laws.declaration import Law

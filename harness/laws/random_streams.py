@@ -13,7 +13,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 from harness.laws.distribution import chi2_critical
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from specdec.request import Req
 from specdec.sampler import batch_sampling
 from specdec.sampling_params import SamplingParams

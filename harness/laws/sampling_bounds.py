@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.laws.declaration import Law
 from harness.strategies.tiers import fixed_strategy
 

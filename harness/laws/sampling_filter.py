@@ -62,7 +62,7 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.laws.distribution import filtered_probs as reference_filter
 from harness.strategies.configs import TEMPERATURES
 from specdec import sampler

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.references.ties import TIE_EPS
 from harness.strategies.configs import RunConfig
 from harness.strategies.drawn_run import traced

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.references import layout as L
 from harness.references import tree as T
 from harness.strategies.configs import RunConfig

@@ -10,7 +10,7 @@ import dataclasses
 import torch
 
 from harness.laws.kv_content import KV_TOL, reference_draft_kv
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.references.dense import reference_prefill, top2_margins
 from harness.strategies.runs import default_device
 from harness.strategies.configs import RunConfig

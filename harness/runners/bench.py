@@ -21,7 +21,7 @@ def property_rates(device: str, budget: float, names: list[str] | None, profile:
     import kernels._triton_env  # noqa: F401  (before anything imports triton)
     from hypothesis import settings
 
-    from harness.runners import profiles
+    from harness.gate import profiles
     from harness.runners.check import PropertyReport, _run_chunk
     from harness.runners.suite import LAWS
     profiles.register()

@@ -11,9 +11,9 @@ import kernels._triton_env  # noqa: F401  (before anything imports triton)
 import torch
 from hypothesis import settings
 
-from harness.adapters.registry import adapter_class
-from harness.laws.common import OracleFailure
-from harness.runners import acceptance, bench, profiles
+from harness.base.failure import OracleFailure
+from harness.gate import profiles
+from harness.runners import acceptance, bench
 from harness.runners.cases import load_cases
 from harness.runners.check import check
 from harness.runners.engine_suite import ENGINE_LAWS
@@ -99,6 +99,10 @@ def _add_foreign_parsers(sub) -> None:
                         "on this machine (for code paths a GPU takes)")
     u = fs.add_parser("unpack", help="install a pack into $SPECDEC_FOREIGN_DIR")
     u.add_argument("pack")
+    n = fs.add_parser("pinned", help="the pinned releases (the adapters' SUPPORTED), one line: "
+                      "what CI installs and gates on")
+    n.add_argument("--engines", action="store_true",
+                   help="as --engine values (sglang-kernels@V ...), not DIST==VERSION")
     s = sub.add_parser("sweep", help="the kernel laws over several releases: law x release")
     s.add_argument("--engine", required=True, help="sglang-kernels or vllm-kernels")
     s.add_argument("--versions", default=None,
@@ -119,7 +123,7 @@ def _add_gate_profile_parser(sub) -> None:
     g.add_argument("--top", type=int, default=10, help="the tests that took longest")
     g.add_argument("--durations", default=None, metavar="FILE",
                    help="also write each test's seconds here, the order pytest -n auto runs "
-                        "tests in on a GPU (harness/runners/gate_durations.json)")
+                        "tests in on a GPU (harness/gate/gate_durations.json)")
     g.add_argument("--source", default="", help="with --durations: where they were measured")
 
 
@@ -144,7 +148,7 @@ def main(argv=None) -> int:
     profiles.register()
     device = getattr(args, "device", None) or default_device()
     if device == "cpu":
-        torch.set_num_threads(1)  # tiny CPU models: threads only contend (harness/runners/pytest_plugin.py)
+        torch.set_num_threads(1)  # tiny CPU models: threads only contend (harness/gate/pytest_plugin.py)
     return _COMMANDS[args.cmd](ap, args, device, sys.argv[1:] if argv is None else argv)
 
 
@@ -162,9 +166,9 @@ def _run_check(ap, args, device: str, argv) -> int:
     if args.with_known:
         import os
         os.environ["SPECDEC_KNOWN_FINDINGS"] = "include"
-    from harness.kernel_adapters.registry import is_kernel_engine, parse
+    from harness.adapters.registry import is_kernel_engine, validate
     try:
-        parse(args.engine) if is_kernel_engine(args.engine) else adapter_class(args.engine)
+        validate(args.engine)
     except ValueError as exc:
         ap.error(str(exc))
     if is_kernel_engine(args.engine):
@@ -174,15 +178,19 @@ def _run_check(ap, args, device: str, argv) -> int:
 
 
 def _run_foreign(ap, args, device: str, argv) -> int:
-    from harness.foreign.install import install
-    from harness.foreign.pack import pack, unpack
-    from harness.kernel_adapters.registry import foreign_class
+    from harness.adapters.foreign.install import install
+    from harness.adapters.foreign.pack import pack, unpack
+    from harness.adapters.registry import foreign_class, pinned_engines, pinned_releases
     if args.foreign_cmd == "unpack":
         unpack(args.pack)
         return 0
+    if args.foreign_cmd == "pinned":
+        print(" ".join(pinned_engines() if args.engines else pinned_releases()))
+        return 0
     if args.foreign_cmd == "pack":
         dist, _, version = args.release.partition("==")
-        pack(foreign_class(dist), version, args.out, python=args.python,
+        from harness.runners.kernel_suite import exercise
+        pack(foreign_class(dist), version, args.out, exercise=exercise, python=args.python,
              all_sources=args.all_sources)
         return 0
     for release in args.releases:
@@ -198,7 +206,7 @@ def _run_foreign(ap, args, device: str, argv) -> int:
 
 
 def _run_sweep(ap, args, device: str, argv) -> int:
-    from harness.kernel_adapters.registry import parse
+    from harness.adapters.registry import parse
     from harness.runners.sweep import sweep
     try:
         cls, _ = parse(args.engine)
@@ -223,7 +231,7 @@ def _run_zoo(ap, args, device: str, argv) -> int:
         jobs = auto_jobs(device)
     elif not jobs.isdigit() or int(jobs) < 1:
         ap.error(f"--jobs {jobs!r}: a number of processes >= 1, or auto")
-    from harness.runners.gate_profile import inside_parent
+    from harness.gate.gate_profile import inside_parent
     with inside_parent():  # a profiled gate test's detection process: its phases, under it
         rows = zoo(device, args.profile, names, json_path=args.json,
                    in_process=args.in_process, jobs=int(jobs), scope=args.scope)
@@ -252,11 +260,11 @@ def _run_repro(ap, args, device: str, argv) -> int:
 
 # Each command's runner: (parser, parsed args, device, the command line for result stamps).
 def _run_gate_profile(ap, args, device: str, argv) -> int:
-    from harness.runners.gate_profile import table, seconds_per_test
+    from harness.gate.gate_profile import table, seconds_per_test
     try:
         print(table(args.dir, args.top))
         if args.durations:
-            from harness.runners.gate_order import save
+            from harness.gate.gate_order import save
             save(seconds_per_test(args.dir), args.durations, args.source or args.dir)
     except (OSError, ValueError) as exc:
         ap.error(str(exc))

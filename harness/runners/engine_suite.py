@@ -11,6 +11,7 @@ import json
 
 from hypothesis import HealthCheck, Phase, given, settings
 
+from harness.adapters import applicability
 from harness.adapters.protocol import Observable
 from harness.adapters.registry import default_adapter
 from harness.laws.index import black_box
@@ -39,12 +40,8 @@ def missing(needs: frozenset, adapter) -> list[str]:
 
 
 def not_applicable(needs: frozenset, adapter) -> str | None:
-    gone = missing(needs, adapter)
-    if not gone:
-        return None
-    why = "; ".join(f"{g}: {adapter.why_not[Observable(g)]}" for g in gone
-                    if Observable(g) in getattr(adapter, "why_not", {}))
-    return f"not applicable: needs {', '.join(gone)}" + (f" ({why})" if why else "")
+    return applicability.not_applicable(needs, adapter.observables,
+                                        getattr(adapter, "why_not", {}))
 
 
 def repro_command(law: str, case: EngineCase, device: str) -> str:

@@ -23,7 +23,7 @@ import time
 
 from harness.laws.acceptance_floor import BASELINES, FloorConfig, measure_against_baseline
 from harness.laws.acceptance_path_invariant import PathPair, prop_acceptance_path_invariant
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.strategies.trained_pair import measure
 from specdec import faults
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.runners.kernel_suite import run_case
 from harness.strategies.kernel_inputs import KernelCase
 
@@ -16,7 +16,7 @@ def reproduces(law: str, engine: str, seed: int, knobs: dict,
                device: str | None = None) -> str | None:
     """The law's failure on the case (its message), or None when the law holds there; on
     the GPU when there is one (compiled Triton), else under the interpreter."""
-    from harness.kernel_adapters.registry import get_kernels
+    from harness.adapters.registry import get_kernels
     from harness.strategies.runs import default_device
     device = device or default_device()
     case = KernelCase(law=law, engine=engine, seed=seed, knobs=knobs)

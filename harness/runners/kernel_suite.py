@@ -15,7 +15,8 @@ import time
 
 from hypothesis import HealthCheck, example, given, settings
 
-from harness.laws.common import OracleFailure
+from harness.adapters import applicability
+from harness.base.failure import OracleFailure
 from harness.laws.index import kernel
 from harness.runners.chunks import PassedCases, run_chunk
 from harness.strategies.kernel_inputs import KernelCase
@@ -25,13 +26,8 @@ CPU_EXAMPLES = 4   # per law and engine in plain pytest on CPU
 
 
 def not_applicable(law: str, kernels) -> str | None:
-    needs = KERNEL_LAWS[law].needs
-    if needs & set(kernels.components):
-        return None
-    why = "; ".join(f"{c.value}: {kernels.why_not[c]}" for c in sorted(needs, key=str)
-                    if c in kernels.why_not)
-    return (f"not applicable: needs {', '.join(sorted(c.value for c in needs))}"
-            + (f" ({why})" if why else ""))
+    return applicability.not_applicable(KERNEL_LAWS[law].needs, kernels.components,
+                                        kernels.why_not, any_of=True)
 
 
 def repro_command(case: KernelCase, device: str) -> str:
@@ -137,7 +133,7 @@ def run_law(kernels, law: str, device: str, budget: float, max_examples: int | N
 def check_kernels(engine: str, budget: float, device: str, profile=None, out=sys.stdout) -> int:
     """`python -m harness check --engine X-kernels[@V]`: every kernel law for an equal share
     of the budget; one row per law, then each failure with its minimal case and replay."""
-    from harness.kernel_adapters.registry import get_kernels
+    from harness.adapters.registry import get_kernels
     kernels = get_kernels(engine, device)
     live = [n for n in KERNEL_LAWS if not not_applicable(n, kernels)]
     reports = [run_law(kernels, n, device, budget / max(1, len(live)), profile=profile)
@@ -166,7 +162,7 @@ def print_failures(reports, device: str, out) -> None:
 
 
 def repro(law: str, config: str, device: str) -> int:
-    from harness.kernel_adapters.registry import get_kernels
+    from harness.adapters.registry import get_kernels
     case = KernelCase.from_dict(json.loads(config))
     kernels = get_kernels(case.engine, device)
     try:
@@ -176,3 +172,22 @@ def repro(law: str, config: str, device: str) -> int:
         return 1
     print(f"passed {law} on {kernels.name} {kernels.version()} / {device}: {stats}")
     return 0
+
+
+def exercise(kernels, examples: int = 3) -> None:
+    """Each applicable kernel law a few times, outcomes ignored: the modules each component
+    loads lazily are then imported (what `foreign pack` carries)."""
+    for name, law in KERNEL_LAWS.items():
+        if not_applicable(name, kernels):
+            continue
+
+        @settings(max_examples=examples, deadline=None, database=None,
+                  suppress_health_check=list(HealthCheck))
+        @given(case=law.cases(kernels))
+        def once(case):
+            try:
+                law.check(kernels, case)
+            except Exception:  # noqa: BLE001 - only the imports matter here
+                pass
+        once()
+

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from harness.strategies.lifecycle_config import truncate_at_stop
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.references.dense import top2_margins
 from harness.references.ties import compare_greedy
 from specdec import Engine, SpecConfig

@@ -1,5 +1,5 @@
 """`python -m harness sweep --engine vllm-kernels --versions A,B,C`: each release installed in
-its own folder (harness/foreign/install.py) and every kernel law run on it, the same number
+its own folder (harness/adapters/foreign/install.py) and every kernel law run on it, the same number
 of examples each; one table of law x release. A release whose import graph cannot be served
 is a column with the reason, not a crash. A law that fails on an older release and passes on
 a newer one is the harness re-finding a bug that was fixed in between: each failure prints
@@ -13,8 +13,8 @@ from harness.runners.kernel_suite import KERNEL_LAWS, print_failures, run_law
 
 def sweep(engine: str, versions: list[str], device: str, examples: int, budget: float,
           out=sys.stdout) -> int:
-    from harness.foreign.remote import ForeignImportError
-    from harness.kernel_adapters.registry import build_kernels, parse
+    from harness.adapters.foreign.remote import ForeignImportError
+    from harness.adapters.registry import build_kernels, parse
     cls, _ = parse(engine)
     columns, failed = {}, False
     for v in versions:

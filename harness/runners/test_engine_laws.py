@@ -12,7 +12,7 @@ import pytest
 from hypothesis import settings
 
 from harness.adapters.registry import default_adapter
-from harness.kernel_adapters.registry import is_kernel_engine
+from harness.adapters.registry import is_kernel_engine
 from harness.runners.engine_suite import (CPU_EXAMPLES, ENGINE_LAWS, FRACTION, law_test,
                                           not_applicable)
 from harness.strategies.runs import default_device

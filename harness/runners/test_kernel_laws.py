@@ -1,6 +1,6 @@
 """The kernel laws under pytest: `pytest --engine sglang-kernels@0.5.23` (repeatable) runs
 them on that release's own kernels, in its worker subprocess (installed first when missing:
-harness/foreign/); plain `pytest` on specdec's kernels through the same door. A law the
+harness/adapters/foreign/); plain `pytest` on specdec's kernels through the same door. A law the
 adapter's components cannot serve is skipped with "not applicable: needs X"; each failure
 carries its one-line replay (`python -m harness repro ...`)."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import settings
 
-from harness.kernel_adapters.registry import get_kernels, is_kernel_engine
+from harness.adapters.registry import get_kernels, is_kernel_engine
 from harness.runners.kernel_suite import CPU_EXAMPLES, KERNEL_LAWS, law_test, not_applicable
 from harness.strategies.runs import default_device
 

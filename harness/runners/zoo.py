@@ -26,8 +26,9 @@ from dataclasses import asdict, dataclass, field
 
 from hypothesis import HealthCheck, Phase, settings
 
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.runners.cases import load_cases
+from harness.runners.zoo_jobs import detect_in_parallel
 from harness.runners.suite import (ALL_PROPERTIES, case_skip_reason, gpus_needed, runnable,
                                    suite)
 from specdec import faults
@@ -158,7 +159,7 @@ def detection_env(env: dict | None) -> dict:
     serve its engines before those of tests with a later one (specdec/tp/gpu_lock.py). Under
     the gate profiler it names the test it runs for (gate_profile.child_env)."""
     import os
-    from harness.runners import gate_profile
+    from harness.gate import gate_profile
     from specdec.tp import gpu_lock
     out = gate_profile.child_env(dict(os.environ if env is None else env))
     if out.get(gpu_lock.ENV):
@@ -171,7 +172,7 @@ def detect_isolated(fault: str, device: str, profile_name: str, gpu: int | None 
                     env: dict | None = None, scope: str = "suite") -> ZooRow:
     """On a GPU each fault runs in its own process: a fault that makes a kernel read out of
     bounds leaves the CUDA context unusable, and every later fault would 'fail' on that (forked
-    by the fork server where one runs: harness/runners/fork_server.py). The
+    by the fork server where one runs: harness/gate/fork_server.py). The
     process runs on `gpu` (default: this process's current GPU, an xdist worker's pin), its
     tensor-parallel ranks on the GPUs after it. `env` (parallel zoo jobs): the process's
     environment; with it a CPU fault runs in a process of its own too."""
@@ -179,7 +180,7 @@ def detect_isolated(fault: str, device: str, profile_name: str, gpu: int | None 
         return detect(fault, device, settings.get_profile(profile_name), scope)
     import os
     import tempfile
-    from harness.runners import fork_server
+    from harness.gate import fork_server
     if device.startswith("cuda") and gpu is None:
         import torch
         gpu = torch.cuda.current_device()
@@ -237,8 +238,8 @@ def zoo(device: str, profile_name: str, names=None, out=None, json_path=None,
         for r in rows:
             report(r)
     elif jobs > 1:
-        from harness.runners.zoo_jobs import detect_in_parallel
-        rows = detect_in_parallel(todo, device, profile_name, jobs, report, scope)
+        rows = detect_in_parallel(todo, device=device, profile_name=profile_name, jobs=jobs,
+                                  report=report, detect_isolated=detect_isolated, scope=scope)
     else:
         rows = []
         for n in todo:

@@ -1,11 +1,12 @@
 """`python -m harness zoo --jobs N`: the faults in N processes at once, spread over the GPUs
-(or the cores), each fault in a process of its own as one at a time (zoo.detect_isolated).
+(or the cores), each fault in a process of its own as one at a time (the zoo hands in its
+`detect_isolated`: this module sits below zoo.py and never imports it).
 
 Job slot k runs its faults on GPU k mod G, with a Triton cache of its own beside the store of
-published kernels (harness/runners/triton_cache.py), as an xdist worker does. On a host with
+published kernels (harness/gate/triton_cache.py), as an xdist worker does. On a host with
 several GPUs the tensor-parallel engines take the GPU locks (specdec/tp/gpu_lock.py), so two
 TP groups never share a GPU. On CPU each process gets cores / N threads. The processes are
-forked by one fork server (harness/runners/fork_server.py), not started from scratch. The
+forked by one fork server (harness/gate/fork_server.py), not started from scratch. The
 faults whose case needs several GPUs start first: they run longest, and a pool that ends on
 them idles."""
 from __future__ import annotations
@@ -16,14 +17,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 from harness.runners.cases import load_cases
 from harness.runners.suite import gpus_needed
-from harness.runners.xdist_gpu import cache_base
+from harness.gate.xdist_gpu import cache_base
 
 
 def auto_jobs(device: str) -> int:
-    """As many as `pytest -n auto` starts workers: harness/runners/xdist_gpu.py."""
+    """As many as `pytest -n auto` starts workers: harness/gate/xdist_gpu.py."""
     if not device.startswith("cuda"):
         return os.cpu_count() or 1
-    from harness.runners.xdist_gpu import auto_num_workers
+    from harness.gate.xdist_gpu import auto_num_workers
     return auto_num_workers()
 
 
@@ -44,14 +45,14 @@ def gpus_of(device: str) -> int:
     return torch.cuda.device_count()
 
 
-def detect_in_parallel(names: list[str], device: str, profile_name: str, jobs: int,
-                       report, scope: str = "suite") -> list:
-    """ZooRows for `names`, in their order; `report(row)` is called as each fault ends."""
-    from harness.runners.zoo import detect_isolated
+def detect_in_parallel(names: list[str], *, device: str, profile_name: str, jobs: int,
+                       report, detect_isolated, scope: str = "suite") -> list:
+    """ZooRows for `names`, in their order: `detect_isolated(name, device, profile_name, gpu=,
+    env=, scope=)` runs one fault in its own process; `report(row)` is called as each ends."""
     gpus = gpus_of(device)
     if gpus:
-        from harness.runners import triton_cache
-        from harness.runners.xdist_gpu import use_gpu_locks
+        from harness.gate import triton_cache
+        from harness.gate.xdist_gpu import use_gpu_locks
         triton_cache.configure(cache_base())  # inherited by every job's processes
         use_gpu_locks(gpus)
     jobs = max(1, min(jobs, len(names)))
@@ -71,7 +72,7 @@ def detect_in_parallel(names: list[str], device: str, profile_name: str, jobs: i
         report(row)
         return row
 
-    from harness.runners import fork_server
+    from harness.gate import fork_server
     server = None if os.environ.get(fork_server.SERVER_ENV) else fork_server.start()
     try:
         with ThreadPoolExecutor(max_workers=jobs) as pool:

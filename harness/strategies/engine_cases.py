@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from harness.adapters.protocol import Request, Spec
 from harness.adapters.registry import adapter_class, get_adapter
 from harness.strategies.configs import TEMPERATURES, TOP_KS, TOP_PS
+from harness.strategies.engine_runs import CaseDraws
 
 # Prompt and output lengths per tier: CPU CI draws small runs, a GPU the larger ones.
 SIZES = {"cpu": (12, 12), "gpu": (40, 32)}
@@ -60,8 +61,11 @@ def include_known() -> bool:
 
 def known_hits(adapter, law: str, case: EngineCase) -> list[str]:
     """The recorded findings (adapter.known) that this case of `law` would hit."""
-    return [k.id for k in getattr(adapter, "known", ()) if law in k.laws
-            and k.matches(adapter, case)]
+    known = [k for k in getattr(adapter, "known", ()) if law in k.laws]
+    if not known:
+        return []
+    draws = CaseDraws(adapter, case, requests_for(case, adapter.vocab_size))
+    return [k.id for k in known if k.matches(adapter, case, draws)]
 
 
 def tier_of(device: str) -> str:

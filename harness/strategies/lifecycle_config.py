@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 
 from hypothesis import strategies as st
 
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.strategies.configs import shape_fields
 from harness.strategies.runs import greedy_baseline
 from harness.strategies.vocab_seams import seam_corner, seam_models

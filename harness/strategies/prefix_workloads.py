@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from harness.laws.liveness import Progress
+from harness.base.liveness import Progress
 from harness.strategies.runs import greedy_baseline, new_token_counts
 
 KINDS = ("identical", "extend", "at_page", "before_page", "after_page", "continue", "continue",

@@ -6,7 +6,7 @@ from functools import lru_cache
 
 import torch
 
-from harness.laws.liveness import Progress
+from harness.base.liveness import Progress
 from harness.references.dense import top2_margins
 from specdec import Engine
 

@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 
-from harness.laws.liveness import Progress
+from harness.base.liveness import Progress
 from specdec import Engine, SpecConfig
 from specdec.validate import reserve_margin
 

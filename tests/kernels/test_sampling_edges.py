@@ -9,7 +9,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 
-from harness.laws.common import OracleFailure
+from harness.base.failure import OracleFailure
 from harness.laws.sampling_edges import (BELOW_ONE, EXAMPLES, prop_sampling_edges,
                                     sampling_edges_cases)
 

@@ -1,0 +1,405 @@
+"""vLLM's own rejection samplers from its released wheel, run in a worker subprocess
+(harness/adapters/foreign/). Variants, each where the release has it (the worker reports the
+release's own `accepts["variants"]`):
+
+- "classic": V1's `vllm.v1.sample.rejection_sampler.rejection_sample` (every release).
+- "mrv2": Model Runner V2's probabilistic sampler, accept iff p(x) > u q(x), recovered from
+  max(0, p - q) (0.19 `rejection_sampler.probabilistic_rejection_sample`, 0.21
+  `probabilistic_rejection_sampler_utils`, 0.23+ `rejection_sampler_utils.rejection_sample`).
+- "mrv2-block": the same with `use_block_verification=True` (0.25+).
+- "mrv2-strict": MRV2's strict sampler (0.13-0.19): the target's own Gumbel sample (vLLM's
+  `gumbel_sample`) is compared with the draft.
+
+Mapped conventions (docs/adapters.md): per-request (ragged) drafts flattened with
+num_draft_tokens / cu_num_draft_tokens (V1) or cu_num_logits (MRV2); target probabilities
+passed as logits log(p) where the release takes logits (V1 0.17+, all MRV2), draft
+probabilities as log(q) to MRV2; greedy rows get vLLM's greedy temperature, sampled rows
+temperature 1 (p is already the post-temperature distribution) and their own seed, seed + b
+(V1: a torch.Generator per sampled request; MRV2: the request's seed slot); V1 takes
+the bonus token from outside: the adapter draws it (seeded) from p at the bonus position for
+sampled rows and takes the argmax for greedy rows (MRV2 samples it itself); outputs past the
+emitted tokens become -1 (V1 already pads with -1, MRV2 leaves them undefined)."""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib
+import importlib.util
+import inspect
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+from harness.adapters.kernel_protocol import DEFAULT_ACCEPTS, Component
+from harness.adapters.stubs import stub_package
+
+MRV2 = "vllm.v1.worker.gpu.spec_decode"
+# The leading arguments the adapter passes positionally ("target_*": probs or logits).
+V1_ARGS = ("draft_token_ids", "num_draft_tokens", "max_spec_len", "cu_num_draft_tokens",
+           "draft_probs", "target_*", "bonus_token_ids", "sampling_metadata")
+MRV2_ARGS = ("target_logits", "draft_logits", "draft_sampled", "cu_num_logits", "pos",
+             "idx_mapping", "expanded_idx_mapping", "expanded_local_pos", "temperature", "seed",
+             "num_speculative_steps")
+
+
+def _check_args(fn, expected) -> None:
+    """A clear error where a release's sampler no longer takes what the adapter passes."""
+    names = list(inspect.signature(fn).parameters)
+    if len(names) < len(expected) or any(
+            n != e and not (e.endswith("*") and n.startswith(e[:-1]))
+            for n, e in zip(names, expected)):
+        raise TypeError(f"{fn.__module__}.{fn.__name__}{inspect.signature(fn)}: the adapter "
+                        f"passes {expected}; teach it this release's signature")
+
+
+def _optional(module: str, *names: str):
+    """`module`'s attributes, or None where this release lacks the module or names; a missing
+    side package still raises, so the installer resolves it."""
+    try:
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").startswith("vllm."):
+            return None
+        raise
+    found = [getattr(mod, n, None) for n in names]
+    return None if None in found else found
+
+
+@triton.jit
+def _log1p(x):
+    u = 1.0 + x  # log(u) * x / (u - 1) cancels u's rounding (Goldberg 1991)
+    return tl.where(u == 1.0, x, tl.log(u) * (x / tl.where(u == 1.0, 1.0, u - 1.0)))
+
+
+# MRV2's drafter-prefill kernel, newest home first: (module, name) per release range.
+MRV2_PREPARE = ((f"{MRV2}.target_dependent_ar.speculator", "_prepare_prefill_inputs_kernel"),
+                (f"{MRV2}.autoregressive.speculator", "_prepare_prefill_inputs_kernel"),
+                (f"{MRV2}.eagle.speculator", "_prepare_eagle_inputs_kernel"),
+                (f"{MRV2}.eagle", "_prepare_eagle_inputs_kernel"))
+
+
+def _kernel_from_source(module: str, name: str):
+    """The Triton kernel `name`, compiled from `module`'s own file without running the
+    module: MRV2's speculator modules import the model loader and with it packages no
+    kernel uses and the locks leave out (einops at 0.33; openai, llguidance at 0.13). The
+    kernel's body reads only tl, and Triton reads its source from the file (the node keeps
+    its line numbers). The file is found under MRV2's package without importing the packages
+    between (0.13's `spec_decode.eagle` is eagle.py itself, which imports the loader). None
+    where this release lacks the file or the kernel."""
+    try:  # spec_decode/__init__ is light: init_speculator, torch and config
+        package = importlib.util.find_spec(MRV2)
+    except ModuleNotFoundError:  # before 0.13: no vllm.v1.worker.gpu
+        return None
+    if package is None:
+        return None
+    base = os.path.join(package.submodule_search_locations[0],
+                        *module.removeprefix(MRV2 + ".").split("."))
+    origin = next((f for f in (base + ".py", os.path.join(base, "__init__.py"))
+                   if os.path.isfile(f)), None)
+    if origin is None:
+        return None
+    with open(origin, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), origin)
+    node = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name),
+                None)
+    if node is None:
+        return None
+    scope = {"triton": triton, "tl": tl}
+    exec(compile(ast.Module([node], type_ignores=[]), origin, "exec"), scope)
+    return scope[name]
+
+
+def _find_mrv2_prepare():
+    """0.33 _prepare_prefill_inputs_kernel (target_dependent_ar; 0.25-0.29 autoregressive),
+    0.13-0.21 _prepare_eagle_inputs_kernel; None before 0.13. The releases rename the
+    drafter's buffers (eagle_* -> draft_*), so the adapter passes arguments by name."""
+    for module, name in MRV2_PREPARE:
+        found = _kernel_from_source(module, name)
+        if found:
+            return found
+    return None
+
+
+def _interpreter_log1p() -> None:
+    """MRV2 (0.25+) calls `libdevice.log1p`, which Triton's interpreter has no body for;
+    give it one (accurate for tiny x, where Gumbel tails live). vLLM's code is untouched."""
+    import triton.language.extra.libdevice as libdevice
+    libdevice.log1p = _log1p
+
+
+class VllmKernels:
+    name = "vllm-kernels"
+    DIST = "vllm"
+    TARGET = "harness.adapters.vllm_kernels:VllmKernels"
+    ENV = {"VLLM_LOGGING_LEVEL": "ERROR", "VLLM_CONFIGURE_LOGGING": "0"}
+    NEVER_INSTALL = frozenset({"torch", "triton", "torchvision", "torchaudio", "vllm"})
+    SUPPORTED = ("0.33.0",)
+    SWEEP = ("0.9.0", "0.11.0", "0.13.0", "0.17.0", "0.19.0", "0.21.0", "0.25.0", "0.29.0",
+             "0.33.0")
+    components = frozenset({Component.CHAIN_SAMPLING, Component.DRAFT_EXTEND_INPUTS,
+                            Component.DRAFT_NEXT_TOKEN})
+    why_not = {
+        Component.TREE_BUILD: "vLLM builds no draft tree on device: its tree speculation "
+        "(0.11-0.19) took a static token tree from the config (speculative_token_tree), "
+        "its attention bias built in Python; 0.21+ has none",
+        Component.GREEDY_TREE_VERIFY: "vLLM has no tree verification kernel: its rejection "
+        "samplers take chains (cu_num_draft_tokens / cu_num_logits)",
+        Component.TREE_SAMPLING: "vLLM has no tree speculative sampler: its rejection samplers "
+        "(v1/sample/rejection_sampler.py, MRV2's v1/worker/gpu) walk chains "
+        "(cu_num_draft_tokens) and never try siblings; 0.33.0 has no draft tree at all "
+        "(speculative_token_tree is gone)",
+        Component.REQ_TO_TOKEN_WRITE: "vLLM keeps block tables (one entry per KV block), not a "
+        "per-token req_to_token table; its kernels read slot mappings out of block tables",
+        Component.DRAFT_CACHE_LOCS: "vLLM's EAGLE slot-mapping kernel (v1/spec_decode/utils.py "
+        "eagle_step_slot_mapping_metadata_kernel) maps one chain step (topk 1) through a "
+        "block table and advances seq_lens; the form's topk > 1 layout and page copies have "
+        "no counterpart",
+        Component.DRAFT_DECODE_KV_INDICES: "vLLM has no draft-decode KV index kernel (checked "
+        "0.33.0: nothing in v1/spec_decode or v1/attention builds per-branch index lists): its "
+        "draft steps attend through the request's block table with seq_lens advanced one per "
+        "step (eagle_step_update_slot_mapping_and_metadata), a chain (topk 1) of no branches",
+    }
+    # The CI pin's (0.33.0); an instance reports its own release's variants.
+    accepts = {**DEFAULT_ACCEPTS, "ragged_drafts": True, "greedy_rows": True,
+               "deterministic_draft": True, "variants": ("classic", "mrv2", "mrv2-block"),
+               # MRV2's probabilistic sampler is the same min(1, p/q) rule as V1's.
+               "ratio_variants": ("classic", "mrv2"),
+               # "padded-mrv2": MRV2's drafter-prefill kernel, the padded layout again.
+               "draft_extend_layouts": ("padded", "padded-mrv2")}
+
+    def __init__(self, device: str = "cpu") -> None:
+        self.device = device
+        if os.environ.get("TRITON_INTERPRET") == "1":
+            _interpreter_log1p()
+        # On a machine with NVIDIA GPUs (NVML sees them even when CUDA_VISIBLE_DEVICES hides
+        # them) vLLM's CUDA platform module imports its compiled op library (0.33:
+        # vllm._C_stable_libtorch, 92 MB), which a pack leaves out and which cannot load
+        # without a driver; no kernel under test calls it. A loadable one is left alone.
+        stub_package("vllm._C_stable_libtorch")
+        from vllm.v1.sample import metadata, rejection_sampler
+        self._v1, self._meta = rejection_sampler, metadata.SamplingMetadata
+        self._greedy_temp = float(getattr(rejection_sampler.GREEDY_TEMPERATURE, "value",
+                                          rejection_sampler.GREEDY_TEMPERATURE))
+        _check_args(rejection_sampler.rejection_sample, V1_ARGS)
+        self._v1_logits = "target_logits" in inspect.signature(
+            rejection_sampler.rejection_sample).parameters
+        prob = (_optional(f"{MRV2}.rejection_sampler_utils", "rejection_sample")
+                or _optional(f"{MRV2}.probabilistic_rejection_sampler_utils",
+                             "probabilistic_rejection_sample")
+                or _optional(f"{MRV2}.rejection_sampler", "probabilistic_rejection_sample"))
+        self._mrv2 = prob and prob[0]
+        if self._mrv2:
+            _check_args(self._mrv2, MRV2_ARGS)
+        strict = (_optional(f"{MRV2}.rejection_sampler", "strict_rejection_sample")
+                  or _optional(f"{MRV2}.rejection_sample", "rejection_sample"))
+        gumbel = _optional("vllm.v1.worker.gpu.sample.gumbel", "gumbel_sample")
+        self._strict = strict and gumbel and (strict[0], gumbel[0])
+        params = inspect.signature(self._mrv2).parameters if self._mrv2 else {}
+        self.accepts = {**self.accepts, "variants": tuple(
+            v for v, ok in (("classic", True), ("mrv2", self._mrv2),
+                            ("mrv2-block", "use_block_verification" in params),
+                            ("mrv2-strict", self._strict)) if ok)}
+        self._mrv2_needs_q = self._mrv2 and params["draft_logits"].annotation in (
+            torch.Tensor, "torch.Tensor")  # 0.19: no path for drafts without logits
+        self._find_draft_input_kernels()
+
+    def version(self) -> str:
+        import vllm
+        return vllm.__version__
+
+    def chain_sampling(self, draft_ids, num_drafts, draft_probs, target_probs, greedy, seed,
+                       variant):
+        if variant not in self.accepts["variants"]:
+            raise ValueError(f"vllm {self.version()} has no variant {variant!r}; it has "
+                             f"{self.accepts['variants']}")
+        bs, k = draft_ids.shape
+        seeds = seed + torch.arange(bs)  # request b's own seed (its generator / seed slot)
+        if variant == "classic":
+            out = self._classic(draft_ids, num_drafts, draft_probs, target_probs, greedy,
+                                seeds, seed)
+        else:
+            out = self._model_runner_v2(draft_ids, num_drafts, draft_probs, target_probs,
+                                        greedy, seeds, variant)
+        return torch.nn.functional.pad(out.long().cpu(), (0, k + 1 - out.shape[1]), value=-1)
+
+    def _classic(self, draft_ids, num_drafts, draft_probs, target_probs, greedy, seeds, seed):
+        """V1, as GPUModelRunner + RejectionSampler.forward call it: flat drafts, the
+        request's target rows up to its drafts, the bonus sampled beforehand."""
+        n = num_drafts.tolist()
+        bs, dev = len(n), self.device
+        rows = [(b, i) for b in range(bs) for i in range(n[b])]
+        take = (lambda t: t[[b for b, _ in rows], [i for _, i in rows]])
+        p = take(target_probs).float()
+        tgt = p.log() if self._v1_logits else p
+        q = None if draft_probs is None else take(draft_probs).float().contiguous().to(dev)
+        bonus_gen = torch.Generator().manual_seed(seed ^ 0x5EED)
+        bonus = [int(target_probs[b, n[b]].argmax()) if greedy[b] else
+                 int(torch.multinomial(target_probs[b, n[b]], 1, generator=bonus_gen))
+                 for b in range(bs)]
+        all_greedy, all_random = bool(greedy.all()), not bool(greedy.any())
+        temp = torch.where(greedy, self._greedy_temp, 1.0).float().to(dev)
+        known = {"temperature": None if all_greedy else temp, "all_greedy": all_greedy,
+                 "all_random": all_random, "generators": {
+                     b: torch.Generator(dev).manual_seed(int(seeds[b]))
+                     for b in range(bs) if not greedy[b]},
+                 "no_penalties": True, "output_token_ids": [[] for _ in range(bs)],
+                 "bad_words_token_ids": {}, "min_tokens": {}, "logit_bias": [None] * bs}
+        meta = self._meta(**{f.name: known.get(f.name) for f in dataclasses.fields(self._meta)
+                             if f.name in known or (f.default is dataclasses.MISSING
+                                                    and f.default_factory is dataclasses.MISSING)})
+        cu = torch.tensor(n, dtype=torch.int32).cumsum(0, dtype=torch.int32)
+        return self._v1.rejection_sample(
+            take(draft_ids).to(torch.int32).to(dev), n, max(n), cu.to(dev), q,
+            tgt.contiguous().to(dev), torch.tensor(bonus, dtype=torch.int64)[:, None].to(dev),
+            meta)
+
+    def _model_runner_v2(self, draft_ids, num_drafts, draft_probs, target_probs, greedy,
+                         seeds, variant):
+        """MRV2, as its RejectionSampler calls it: one logits row per draft plus the bonus
+        row per request, draft_sampled holding each row's input token (the drafts after the
+        request's first row), draft logits per (request state, step)."""
+        n = num_drafts.tolist()
+        bs, k, dev = len(n), draft_ids.shape[1], self.device
+        req = torch.repeat_interleave(torch.arange(bs), torch.tensor(n) + 1)
+        local = torch.cat([torch.arange(m + 1) for m in n])
+        logits = target_probs[req, local].float().log().contiguous()
+        draft_sampled = torch.cat([torch.cat([torch.zeros(1, dtype=torch.int64),
+                                              draft_ids[b, :m]]) for b, m in enumerate(n)])
+        cu = torch.cat([torch.zeros(1, dtype=torch.int32), (torch.tensor(n) + 1).cumsum(0)
+                        .int()])
+        pos = (local + 16).long()  # positions past a notional 16-token prompt
+        temp = torch.where(greedy, 0.0, 1.0).float()
+        d = lambda t: t.to(dev)  # noqa: E731
+        common = [d(cu), d(pos), d(torch.arange(bs, dtype=torch.int32)), d(req.int()),
+                  d(local.int()), d(temp), d(seeds.long()), k]
+        if variant == "mrv2-strict":
+            strict, gumbel = self._strict
+            gp = inspect.signature(gumbel).parameters
+            if "idx_mapping" in gp or "expanded_idx_mapping" in gp:
+                sample = gumbel(d(logits), d(req.int()), d(temp), d(seeds.long()), d(pos),
+                                apply_temperature=False)
+            else:  # 0.13: per-row temperature and seed
+                sample = gumbel(d(logits), d(temp[req]), d(seeds.long()[req]), d(pos),
+                                apply_temperature=False)
+            sampled, num = strict(sample.view(-1), d(draft_sampled.int()), d(cu), k)
+        else:
+            q = draft_probs
+            if q is None and self._mrv2_needs_q:  # 0.19: a one-hot draft distribution
+                q = torch.zeros_like(target_probs[:, :k]).scatter_(2, draft_ids[..., None], 1.0)
+            q_logits = None if q is None else d(q.float().log().contiguous())
+            extra = {"use_block_verification": True} if variant == "mrv2-block" else {}
+            sampled, num = self._mrv2(d(logits), q_logits, d(draft_sampled.int()), *common,
+                                      **extra)
+        sampled, num = sampled.cpu(), num.cpu().long()
+        keep = torch.arange(sampled.shape[1])[None, :] < num[:, None]
+        return torch.where(keep, sampled.long(), -1)
+
+    # The EAGLE drafter's inputs after verify (V1, vllm/v1/spec_decode/utils.py).
+    def _find_draft_input_kernels(self) -> None:
+        """0.13+: the padded-batch kernels (eagle_prepare_inputs_padded_kernel,
+        eagle_prepare_next_token_padded_kernel); 0.9: the packed gather
+        (prepare_eagle_input_kernel); 0.11 does both in torch (eagle.py). Model Runner V2
+        (0.13+) has its own padded kernel ("padded-mrv2", _find_mrv2_prepare)."""
+        utils = "vllm.v1.spec_decode.utils"
+        padded = _optional(utils, "eagle_prepare_inputs_padded_kernel")
+        nxt = _optional(utils, "eagle_prepare_next_token_padded_kernel")
+        packed = _optional(utils, "prepare_eagle_input_kernel")
+        self._padded, self._next = padded and padded[0], nxt and nxt[0]
+        self._packed = packed and packed[0]
+        self._mrv2_prepare = _find_mrv2_prepare()
+        why = dict(self.why_not)
+        if not (self._padded or self._packed or self._mrv2_prepare):
+            why[Component.DRAFT_EXTEND_INPUTS] = (
+                "this release has no draft-input kernel: EagleProposer.prepare_inputs builds "
+                "the token indices in torch (v1/spec_decode/eagle.py)")
+        if not self._next:
+            why[Component.DRAFT_NEXT_TOKEN] = (
+                "no eagle_prepare_next_token_padded_kernel before 0.13: the next token ids "
+                "are picked on the host (gpu_model_runner, sampled_token_ids lists)")
+        self.why_not = why
+        self.components = frozenset(self.components) - set(why)
+        self.accepts = {**self.accepts, "draft_extend_layouts": tuple(
+            name for name, ok in (("padded", self._padded), ("packed", self._packed),
+                                  ("padded-mrv2", self._mrv2_prepare)) if ok)}
+
+    def draft_extend_inputs(self, seq_lens, num_drafts, num_accepted, layout):
+        """Padded (0.13+): the kernel's token_indices_to_sample from cu_num_draft_tokens
+        (inclusive), valid_sampled_tokens_count (accepted + 1) and query_start_loc, as
+        prepare_inputs_padded calls it; positions stay the target's (no kernel). Packed
+        (0.9): token_indices from cu_target_query_lens and cu_num_tokens (prepare_inputs)."""
+        if layout not in self.accepts["draft_extend_layouts"]:  # e.g. MRV2's before 0.13
+            raise ValueError(f"vllm {self.version()} has no draft-input layout {layout!r}; "
+                             f"it has {self.accepts['draft_extend_layouts']}")
+        if layout == "padded-mrv2":
+            return self._mrv2_extend(seq_lens, num_drafts, num_accepted)
+        i32 = lambda x: x.to(torch.int32).to(self.device)  # noqa: E731
+        bs = num_drafts.shape[0]
+        zero = torch.zeros(1, dtype=torch.int64)
+        cu_query = torch.cat([zero, (num_drafts + 1).cumsum(0)])
+        if layout == "padded":
+            out = torch.empty(bs, dtype=torch.int32, device=self.device)
+            extra = ([torch.empty(bs, dtype=torch.int32, device=self.device)]
+                     if "num_rejected_tokens_gpu_ptr" in self._padded.arg_names else [])
+            self._padded[(bs,)](i32(num_drafts.cumsum(0)), i32(num_accepted + 1), i32(cu_query),
+                                out, *extra, bs)
+            return {"positions": None, "last_token_indices": out.cpu(), "source_indices": None}
+        cu_tokens = torch.cat([zero, (num_accepted + 1).cumsum(0)])
+        out = torch.empty(int(cu_tokens[-1]), dtype=torch.int32, device=self.device)
+        self._packed[(bs,)](out, i32(cu_query), i32(cu_tokens), BLOCK_SIZE=1024)
+        return {"positions": None, "last_token_indices": None, "source_indices": out.cpu()}
+
+    def _mrv2_extend(self, seq_lens, num_drafts, num_accepted):
+        """MRV2, as its speculator's prepare_eagle_inputs / prepare_prefill_inputs call it
+        after the round: the target's batch (query_start_loc, positions, input ids, seq_lens
+        after the round), num_sampled = accepted + 1 and num_rejected = drafts - accepted
+        (get_num_sampled_and_rejected), last_sampled / next_prefill_tokens per request state
+        through idx_mapping. The drafter's input ids (the target's shifted by one, the
+        sampled token last) have no slot in the form; they are not returned."""
+        bs, total = num_drafts.shape[0], int((num_drafts + 1).sum())
+        slots = bs + 2  # max_num_reqs: the kernel pads the slots past num_reqs
+        dev, i32 = self.device, torch.int32
+        idx = lambda x, t=i32: x.to(t).contiguous().to(dev)  # noqa: E731
+        zero = torch.zeros(1, dtype=torch.int64)
+        verify_pos = torch.cat([s + torch.arange(n + 1) for s, n in
+                                zip(seq_lens.tolist(), num_drafts.tolist())])
+        args = {  # outputs get sentinels, so entries the kernel leaves stay visible
+            "last_token_indices": torch.full((slots,), -7, dtype=torch.int64, device=dev),
+            "draft_current_step": torch.full((1,), 9, dtype=torch.int64, device=dev),
+            "draft_input_ids": torch.full((total,), -7, dtype=i32, device=dev),
+            "draft_positions": torch.full((total,), -7, dtype=torch.int64, device=dev),
+            "draft_query_start_loc": torch.full((slots + 1,), -7, dtype=i32, device=dev),
+            "draft_seq_lens": torch.full((slots,), -7, dtype=i32, device=dev),
+            "target_input_ids": idx(torch.arange(total) + 100),
+            "target_positions": idx(verify_pos, torch.int64),
+            # Request b's state sits in slot bs - 1 - b, so a lookup by batch index shows.
+            "idx_mapping": idx(torch.arange(bs - 1, -1, -1)),
+            "last_sampled": idx(torch.arange(slots) + 50, torch.int64),
+            "next_prefill_tokens": idx(torch.arange(slots) + 70),
+            "num_sampled": idx(num_accepted + 1), "num_rejected": idx(num_drafts - num_accepted),
+            "query_start_loc": idx(torch.cat([zero, (num_drafts + 1).cumsum(0)])),
+            "seq_lens": idx(seq_lens + num_drafts + 1), "max_num_reqs": slots}
+        kernel = self._mrv2_prepare
+        names = [n for n in kernel.arg_names if n != "BLOCK_SIZE"]
+        canon = [n.removesuffix("_ptr").replace("eagle_current_draft_step", "draft_current_step")
+                 .replace("eagle_", "draft_") for n in names]
+        if set(canon) - set(args):
+            raise TypeError(f"{kernel.fn.__name__}{tuple(names)}: the adapter has no "
+                            f"{sorted(set(canon) - set(args))}; teach it this release's kernel")
+        kernel[(bs,)](*[args[c] for c in canon], BLOCK_SIZE=1024)
+        return {"positions": args["draft_positions"].cpu(),
+                "last_token_indices": args["last_token_indices"][:bs].cpu(),
+                "source_indices": None}
+
+    def draft_next_token(self, sampled, discard, backup, vocab_size):
+        """As prepare_next_token_ids_padded calls it: int32 sampled rows, a bool mask."""
+        bs, width = sampled.shape
+        rows = sampled.to(torch.int32).contiguous().to(self.device)
+        nxt = torch.empty(bs, dtype=torch.int32, device=self.device)
+        count = torch.empty_like(nxt)
+        self._next[(bs,)](rows, discard.bool().to(self.device),
+                          backup.to(torch.int32).to(self.device), nxt, count, vocab_size,
+                          width, bs, rows.stride(0),
+                          BLOCK_SIZE_TOKENS=triton.next_power_of_2(width))
+        return {"next_token": nxt.cpu(), "valid_count": count.cpu()}
