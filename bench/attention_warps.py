@@ -12,7 +12,7 @@ args_cli = argparse.ArgumentParser()
 args_cli.add_argument("--set", type=int, choices=(1, 2), default=2)
 SET = args_cli.parse_args().set
 
-def variant(name, block_n=64, pps=4, nw=4, loop="while", ns=3):
+def variant(name, *, block_n=64, pps=4, nw=4, loop="while", ns=3):
     """nw=4 (Triton's default) is the launch before _NUM_WARPS = 2, the runs' "base"."""
     s = src0.replace("_BLOCK_N = 64", f"_BLOCK_N = {block_n}").replace("_PROGRAMS_PER_SM = 4", f"_PROGRAMS_PER_SM = {pps}")
     s = s.replace("_NUM_WARPS = 2", f"_NUM_WARPS = {nw}")
@@ -33,7 +33,7 @@ torch.cuda.synchronize(); bw = 2 * x.numel() * 20 / (time.perf_counter() - t)
 print(f"copy bw {bw/1e12:.2f} TB/s", torch.cuda.get_device_name())
 ref = variant("ref")
 
-def case(Hq, Hkv, D, R, ctx=1000, width=1040):
+def case(Hq, *, Hkv, D, R, ctx=1000, width=1040):
     slots = R * width + 16
     kb = torch.randn(slots, Hkv, D, dtype=torch.bfloat16, device=dev)
     vb = torch.randn_like(kb)
@@ -76,7 +76,7 @@ ROWS = {1: (1, 8), 2: (1, 4, 8, 16, 64)}[SET]
 mods = {k: variant(k, **v) for k, v in variants.items()}
 for (mname, Hq, Hkv, D) in [("llama-1b", 32, 8, 64), ("llama-8b", 32, 8, 128)]:
     for R in ROWS:
-        args, nbytes = case(Hq, Hkv, D, R)
+        args, nbytes = case(Hq, Hkv=Hkv, D=D, R=R)
         want = ref.paged_attention_ref(*args).float()
         line = []
         for k, m in mods.items():

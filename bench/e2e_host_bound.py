@@ -21,7 +21,11 @@ cfgs = [None, (1,3,4), (1,4,5), (1,5,6)]
 for ps in (1, 16):
     engines = {}
     for c in cfgs:
-        engines[c] = Engine(model=t, spec=None if c is None else SpecConfig(*c), draft=d, device="cuda", dtype="bfloat16",
+        engines[c] = Engine(model=t, spec=None if c is None else SpecConfig(topk=c[0],
+                                                                            num_steps=c[1],
+                                                                            num_draft_tokens=c[2]),
+                                                                            draft=d, device="cuda",
+                                                                            dtype="bfloat16",
                    cuda_graph=True, overlap=True, cuda_graph_bs=[1], max_batch=1, page_size=ps,
                    max_context=len(prompts[0]) + NEW + 64)
         engines[c].generate(prompts, max_new_tokens=32)

@@ -29,7 +29,7 @@ def engine(spec):
 
 engines = {"plain": engine(None)}
 for c in configs:
-    engines[c] = engine(SpecConfig(*c))
+    engines[c] = engine(SpecConfig(topk=c[0], num_steps=c[1], num_draft_tokens=c[2]))
 for e in engines.values():
     e.generate(prompts, max_new_tokens=32)
 

@@ -28,7 +28,7 @@ def cpu_busy(path: str) -> str:
             "2-s samples")
 
 
-def main(run, rc, took, log, profile, cpu=None) -> None:
+def main(run, *, rc, took, log, profile, cpu=None) -> None:
     text = open(log, errors="replace").read().splitlines()
     counts = [line for line in text if re.search(r"(passed|failed).* in [0-9.]+s", line)]
     print(f"run {run} rc {rc} took {took} s: {counts[-1].strip('= ') if counts else '..'}")

@@ -31,7 +31,8 @@ for model in sys.argv[1].split(","):
         eng = Engine(model=model, spec=None, device=DEV, dtype="bfloat16", max_batch=8, max_context=context + 200)
     runner = RoundRunner(eng, True, [1, 8], False); runner.capture_all(); eng.rounds = runner
     for bs in (1, 8):
-        floor, parts = step_floor(eng, bs, context, warmup, iters, bw)
+        floor, parts = step_floor(eng, bs=bs, context=context, warmup=warmup, iters=iters,
+                                  bytes_per_s=bw)
         with live_batch(eng, bs, context) as reqs:
             step = lambda: runner.decode_step(reqs)
             sync_ms = median(time_ms(step, DEV, iters, warmup))

@@ -6,7 +6,9 @@ from specdec.bench.common import sync
 from specdec.bench.e2e import fixture_paths, heldout_prompts
 t, d, h = fixture_paths()
 prompts = heldout_prompts(h, 1)
-eng = Engine(model=t, spec=SpecConfig(1,3,4), draft=d, device="cuda", dtype="bfloat16", cuda_graph=True, overlap=True, cuda_graph_bs=[1], max_batch=1, max_context=len(prompts[0]) + 320)
+eng = Engine(model=t, spec=SpecConfig(topk=1,num_steps=3,num_draft_tokens=4), draft=d,
+             device="cuda", dtype="bfloat16", cuda_graph=True, overlap=True, cuda_graph_bs=[1],
+             max_batch=1, max_context=len(prompts[0]) + 320)
 eng.generate(prompts, max_new_tokens=64)
 g = eng.rounds.fused.graphs[1]
 for _ in range(5): g.replay()

@@ -6,5 +6,5 @@ CASE = Case(
           "stride ndt, so with ndt != num_steps + 1 every request after the first took "
           "another request's tokens.",
     prop="lossless_greedy", check="lossless_greedy",
-    example=run(2, 2, 6),
+    example=run(2, steps=2, ndt=6),
 )

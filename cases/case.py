@@ -30,7 +30,7 @@ class Case:
         return REGISTRY[self.fault].mistake
 
 
-def run(topk: int, steps: int, ndt: int, *, draft: str = "eagle", bs: int = 2,
+def run(topk: int, *, steps: int, ndt: int, draft: str = "eagle", bs: int = 2,
         page_size: int = 1, graph: bool = False, seed: int = 3,
         graph_bs: tuple = RunConfig.graph_bs) -> RunConfig:
     """The zoo's engine runs: tiny model, fp32, prompts up to 12 tokens, 8 new tokens."""

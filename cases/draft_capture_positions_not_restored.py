@@ -9,5 +9,5 @@ CASE = Case(
           "once, from the capture's padding, and never refilled: every replay runs each "
           "forward i at position i, whatever the request.",
     prop="structure", check="draft_positions",
-    example=run(2, 3, 4, bs=5, graph=True),
+    example=run(2, steps=3, ndt=4, bs=5, graph=True),
 )

@@ -7,5 +7,5 @@ CASE = Case(
           "output buffers rather than the eager outputs. Here the static buffers hold fewer "
           "rows than the batch, so the update dies on the shape.",
     prop="structure", check="crash",
-    example=run(1, 3, 4, bs=9, graph=True),
+    example=run(1, steps=3, ndt=4, bs=9, graph=True),
 )

@@ -6,5 +6,5 @@ CASE = Case(
           "while the batch had ndt rows each, so for ndt != num_steps + 1 the kept row "
           "(accept_lens - 1) of every request after the first was another row's.",
     prop="self_draft", check="self_draft",
-    example=run(2, 2, 6, draft="self", graph=True),
+    example=run(2, steps=2, ndt=6, draft="self", graph=True),
 )

@@ -6,5 +6,5 @@ CASE = Case(
           "strided view (SGLang added a per-step contiguity test): the kernel wrote step i's "
           "K/V to the wrong slots, which later draft steps then read.",
     prop="self_draft", check="self_draft",
-    example=run(1, 3, 4, draft="self"),
+    example=run(1, steps=3, ndt=4, draft="self"),
 )

@@ -6,5 +6,5 @@ CASE = Case(
           "without taking that step's row of the [num_steps, bs*topk] layout (a wrongly "
           "permuted view), so draft forwards wrote their KV into other steps' slots.",
     prop="structure", check="draft_write_slots",
-    example=run(2, 3, 4),
+    example=run(2, steps=3, ndt=4),
 )

@@ -6,5 +6,5 @@ CASE = Case(
           "draft forward i ran at prefix + i + 1: RoPE one off against the KV slot it wrote "
           "and against the draft extend (found by debug logging: 8 where 7 was due).",
     prop="structure", check="draft_positions",
-    example=run(1, 2, 3, bs=1),
+    example=run(1, steps=2, ndt=3, bs=1),
 )

@@ -7,5 +7,6 @@ CASE = Case(
           "last held each row, writing drafter KV into that request's (prefix-cached) blocks: "
           "acceptance latched at 0 until the prefix cache was reset.",
     prop="kv_content", check="kv_content",
-    example=run(1, 3, 4, draft="eagle", bs=5, graph=True, seed=5),  # 5 pads to the bucket 6
+    example=run(1, steps=3, ndt=4, draft="eagle", bs=5, graph=True, seed=5),
+     # 5 pads to the bucket 6
 )

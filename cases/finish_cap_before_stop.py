@@ -10,6 +10,7 @@ CASE = Case(
           "the tokens after the stop (output [10, 11, STOP, 20, 21] for max_new_tokens 5).",
     prop="finish", check="finish",
     # self-draft accepts whole rounds: the stop (output 9) and the cap (12) fall in one round
-    example=dataclasses.replace(run(1, 3, 4, draft="self", bs=4, seed=5), max_new_tokens=12,
+    example=dataclasses.replace(run(1, steps=3, ndt=4, draft="self", bs=4, seed=5),
+                                max_new_tokens=12,
                                 stop_at=9),
 )

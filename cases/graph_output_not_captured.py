@@ -9,6 +9,6 @@ CASE = Case(
           "probabilistic rejection sampling read a stale q and acceptance dropped. Eager ran "
           "correctly: only the graph path was wrong.",
     prop="eager_vs_graph", check="eager_vs_graph",
-    example=dataclasses.replace(run(1, 3, 4, draft="perturbed", bs=5, graph=True, seed=5),
+    example=dataclasses.replace(run(1, steps=3, ndt=4, draft="perturbed", bs=5, graph=True, seed=5),
                                 temperature=1.0, draft_sampling="probabilistic"),
 )

@@ -8,5 +8,5 @@ CASE = Case(
     prop="structure", check="padding_reads",
     # Three padded lanes (5 in a bucket of 8) read stale bits in the first round; with the
     # fine buckets' one padded lane (5 in 6) this example did not expose the fault.
-    example=run(2, 3, 4, bs=5, graph=True, graph_bs=(8,)),
+    example=run(2, steps=3, ndt=4, bs=5, graph=True, graph_bs=(8,)),
 )

@@ -6,5 +6,5 @@ CASE = Case(
           "source slot is also an earlier target, it is read after being overwritten. The "
           "draft's ancestry permutation (branches swapping parents) overlaps this way.",
     prop="self_draft", check="self_draft",
-    example=run(3, 3, 8, draft="self", bs=3),
+    example=run(3, steps=3, ndt=8, draft="self", bs=3),
 )

@@ -10,5 +10,5 @@ CASE = Case(
           "reservation maps those positions to other pages (or another request takes them), "
           "and the committed KV of round i+1 is lost.",
     prop="overlap_equals_sync", check="overlap_equals_sync",
-    example=dataclasses.replace(run(1, 3, 4, draft="eagle", bs=3, seed=5), ragged=True),
+    example=dataclasses.replace(run(1, steps=3, ndt=4, draft="eagle", bs=3, seed=5), ragged=True),
 )

@@ -9,5 +9,5 @@ CASE = Case(
           "returns in sync mode and counts a request-round that should not exist (SGLang's "
           "overlap scheduler discards them via the finished flag).",
     prop="overlap_equals_sync", check="overlap_equals_sync",
-    example=dataclasses.replace(run(1, 3, 4, draft="self", bs=3, seed=5), ragged=True),
+    example=dataclasses.replace(run(1, steps=3, ndt=4, draft="self", bs=3, seed=5), ragged=True),
 )

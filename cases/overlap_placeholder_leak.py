@@ -8,5 +8,5 @@ CASE = Case(
           "request take its pending token from the device, also one admitted or resumed since: "
           "its row holds the previous occupant's token.",
     prop="overlap_equals_sync", check="overlap_equals_sync",
-    example=run(1, 3, 4, draft="eagle", bs=4, seed=5),
+    example=run(1, steps=3, ndt=4, draft="eagle", bs=4, seed=5),
 )

@@ -7,5 +7,5 @@ CASE = Case(
           "round i+1 takes the host's committed lengths (one round old): positions, write "
           "slots and the attention prefix are off by round i's accept length.",
     prop="overlap_equals_sync", check="overlap_equals_sync",
-    example=run(1, 3, 4, draft="self", bs=2, seed=5),
+    example=run(1, steps=3, ndt=4, draft="self", bs=2, seed=5),
 )

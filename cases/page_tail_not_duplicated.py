@@ -6,5 +6,5 @@ CASE = Case(
           "pages, and the prefix's last partial page must be copied into branches k >= 1; "
           "without it those branches attended to garbage.",
     prop="self_draft", check="self_draft",
-    example=run(2, 2, 6, draft="self", page_size=4),
+    example=run(2, steps=2, ndt=6, draft="self", page_size=4),
 )

@@ -6,5 +6,5 @@ CASE = Case(
           "rewritten from the target's hidden states, so the draft kept attending to KV "
           "computed during drafting.",
     prop="structure", check="draft_extend_write_slots",
-    example=run(1, 3, 4),
+    example=run(1, steps=3, ndt=4),
 )

@@ -44,7 +44,7 @@ def test_suite_catches(fault):
     why = case_skip_reason(CASES[fault], DEVICE)
     if why is not None:
         pytest.skip(f"{fault}: {why}")
-    row = detect_isolated(fault, DEVICE, "ci", scope="entry")
+    row = detect_isolated(fault, device=DEVICE, profile_name="ci", scope="entry")
     assert row.caught, f"{fault}: the suite passed {row.examples} examples with the fault on"
     case = CASES[fault]
     assert row.declared_caught, (f"{fault}: declared to fail {case.prop}:{case.check}, caught "

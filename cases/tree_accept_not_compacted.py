@@ -6,5 +6,5 @@ CASE = Case(
           "the request's block (KV, predict, hidden states), so the chain-layout code after "
           "verify committed the wrong tokens and KV.",
     prop="structure", check="accepted_tokens",
-    example=run(2, 3, 4, draft="self"),
+    example=run(2, steps=3, ndt=4, draft="self"),
 )

@@ -10,5 +10,6 @@ CASE = Case(
           "only when requests accept different numbers of drafts.",
     prop="lossless_greedy", check="lossless_greedy",
     # the perturbed draft accepts none, some or all drafts, request by request
-    example=dataclasses.replace(run(1, 3, 4, draft="perturbed", bs=4, seed=5), ragged=True),
+    example=dataclasses.replace(run(1, steps=3, ndt=4, draft="perturbed", bs=4, seed=5),
+                                ragged=True),
 )

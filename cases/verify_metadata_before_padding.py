@@ -9,5 +9,5 @@ CASE = Case(
     # On a CPU the reference kernel raises on the short metadata first; on a GPU the Triton
     # kernel reads past it silently and the metadata check names it.
     prop="eager_vs_graph", check=("metadata_shape", "crash"),
-    example=run(2, 3, 4, bs=5, graph=True),
+    example=run(2, steps=3, ndt=4, bs=5, graph=True),
 )

@@ -8,6 +8,7 @@ import time
 from specdec import Engine, SpecConfig
 from specdec.bench.cli import add_bench_parser, run_bench, tp_error
 from specdec.config import MODEL_SHAPES, is_shape_name, model_config
+from specdec import defaults as D
 
 
 def _codec(args):
@@ -32,8 +33,9 @@ def _until_eos(ids: list[int], eos: list[int]) -> list[int]:
 def _generate(args) -> int:
     from specdec.loading import is_checkpoint_dir
     from specdec.loading.config import eos_token_ids
-    spec = None if args.no_spec else SpecConfig(args.topk, args.steps, args.ndt or 0,
-                                                 args.draft_sampling)
+    spec = None if args.no_spec else SpecConfig(topk=args.topk, num_steps=args.steps,
+                                                num_draft_tokens=args.ndt or 0,
+                                                 draft_sampling=args.draft_sampling)
     codec = _codec(args)
     if codec is not None:
         prompts = [codec.encode(p) for p in args.prompt]
@@ -81,14 +83,14 @@ def _model_arg(value: str) -> str:
 
 def _add_generate_parser(sub) -> None:
     g = sub.add_parser("generate", help="greedy generation, speculative unless --no-spec")
-    g.add_argument("--model", default="tiny", type=_model_arg,
+    g.add_argument("--model", default=D.MODEL, type=_model_arg,
                    help=f"a shape name ({', '.join(sorted(MODEL_SHAPES))}) or a Hugging Face "
                         "LlamaForCausalLM directory (config.json + *.safetensors)")
-    g.add_argument("--draft", default="eagle",
+    g.add_argument("--draft", default=D.DRAFT,
                    help="eagle, self, perturbed[:scale] (the target with seeded noise: tunable "
                         "acceptance), a model shape name, or a directory: an EAGLE head or a "
                         "standalone Llama draft")
-    g.add_argument("--draft-sampling", default="greedy", choices=["greedy", "probabilistic"],
+    g.add_argument("--draft-sampling", default=D.DRAFT_SAMPLING, choices=["greedy", "probabilistic"],
                    help="probabilistic: sampled chains draft from the draft's q, accept min(1, p/q)")
     g.add_argument("--draft-max-position", type=int, default=None,
                    help="the drafter's own configured max_position (its RoPE table still "
@@ -99,22 +101,22 @@ def _add_generate_parser(sub) -> None:
     g.add_argument("--tokenizer", default=None,
                    help="directory with tokenizer.json (default: --model's, if it has one); "
                         "with a tokenizer, prompts are text")
-    g.add_argument("--topk", type=int, default=1)
-    g.add_argument("--steps", type=int, default=3)
+    g.add_argument("--topk", type=int, default=D.TOPK)
+    g.add_argument("--steps", type=int, default=D.NUM_STEPS)
     g.add_argument("--ndt", type=int, default=None, help="verify tree size (default steps+1)")
     g.add_argument("--no-spec", action="store_true", help="plain greedy decoding")
-    g.add_argument("--page-size", type=int, default=1)
+    g.add_argument("--page-size", type=int, default=D.PAGE_SIZE)
     g.add_argument("--cuda-graph", action="store_true", help="capture the phases (CPU: stand-in)")
     g.add_argument("--overlap", action="store_true",
                    help="overlap scheduling: queue round i+1 before reading round i")
     g.add_argument("--prefix-cache", action="store_true",
                    help="radix prefix cache (prompts sharing a prefix reuse its KV)")
-    g.add_argument("--device", default="cpu")
-    g.add_argument("--dtype", default="float32")
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--max-context", type=int, default=512)
+    g.add_argument("--device", default=D.DEVICE)
+    g.add_argument("--dtype", default=D.DTYPE)
+    g.add_argument("--seed", type=int, default=D.SEED)
+    g.add_argument("--max-context", type=int, default=D.MAX_CONTEXT)
     g.add_argument("--max-new-tokens", type=int, default=16)
-    g.add_argument("--tp", type=int, default=1,
+    g.add_argument("--tp", type=int, default=D.TP_SIZE,
                    help="tensor-parallel ranks (processes started here; gloo on CPU, NCCL on "
                         "CUDA with one GPU per rank)")
     g.add_argument("--prompt", action="append", required=True,

@@ -20,7 +20,7 @@ from specdec.tp.shard import check_divisible
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
-def check_engine_args(tp_size: int, device: str, overlap, page_size: int, dtype: str,
+def check_engine_args(tp_size: int, *, device: str, overlap, page_size: int, dtype: str,
                       max_batch: int) -> None:
     """The arguments checked before anything is built or any process started."""
     check_tp_args(tp_size, device)
@@ -63,7 +63,7 @@ def check_draft_max_position(max_position) -> None:
         raise ValueError(f"draft_max_position={max_position!r} must be an integer >= 1")
 
 
-def build_drafter(draft: str, target, cfg, device: torch.device, dtype: torch.dtype, seed: int,
+def build_drafter(draft: str, *, target, cfg, device: torch.device, dtype: torch.dtype, seed: int,
                   max_position: int | None):
     """draft: 'eagle', 'self', 'perturbed[:scale]', a model shape name or a checkpoint
     directory; max_position: the drafter's own configured max_position, if given."""
@@ -95,11 +95,12 @@ def build_drafter(draft: str, target, cfg, device: torch.device, dtype: torch.dt
     return seeded(LlamaModel(dcfg), seed + 2, device, dtype)
 
 
-def attention_backend(impl: str, cfg, slots: int, req_to_token: torch.Tensor, page_size: int,
+def attention_backend(impl: str, *, cfg, slots: int, req_to_token: torch.Tensor, page_size: int,
                       tp_size: int, dtype: torch.dtype, device: torch.device,
                       layers: int | None = None):
     """A KV pool of `slots` slots for a model of shape `cfg` (this rank's share of its KV
     heads), and the attention backend `impl` over it."""
-    pool = KVPool(layers or cfg.num_layers, slots, cfg.num_kv_heads // tp_size, cfg.head_dim,
-                  dtype, device)
+    pool = KVPool(layers or cfg.num_layers, num_slots=slots,
+                  num_kv_heads=cfg.num_kv_heads // tp_size, head_dim=cfg.head_dim,
+                  dtype=dtype, device=device)
     return BACKENDS[impl](pool, req_to_token, page_size, cfg.head_dim ** -0.5)

@@ -4,6 +4,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+from specdec import defaults as D
+
 
 @dataclass(frozen=True)
 class ModelConfig:
@@ -105,7 +107,7 @@ def max_draft_tokens(topk: int, num_steps: int) -> int:
     return topk + (num_steps - 1) * topk * topk + 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SpecConfig:
     """EAGLE drafting: branching factor, draft depth and verify-tree size (root included).
 
@@ -113,10 +115,10 @@ class SpecConfig:
     drafts (topk 1) from the draft's filtered distribution q for sampled requests and accepts
     with probability min(1, p/q) (contract section 12). Trees keep the target-only rule."""
 
-    topk: int = 1
-    num_steps: int = 3
-    num_draft_tokens: int = field(default=0)
-    draft_sampling: str = "greedy"
+    topk: int = D.TOPK
+    num_steps: int = D.NUM_STEPS
+    num_draft_tokens: int = field(default=0)   # 0: num_steps + 1 for a chain
+    draft_sampling: str = D.DRAFT_SAMPLING
 
     def __post_init__(self) -> None:
         if self.topk < 1:

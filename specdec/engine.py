@@ -12,6 +12,7 @@ from specdec import faults
 from specdec.attention.backend import BACKENDS
 from specdec.build import (DTYPES, attention_backend, build_drafter, build_target,
                            check_draft_max_position, check_engine_args, check_model_fits)
+from specdec import defaults as D
 from specdec.config import SpecConfig
 from specdec.graphs.runner import DEFAULT_BUCKETS
 from specdec.kernel_set import kernel_set
@@ -55,14 +56,15 @@ class Stats:
 
 
 class Engine:
-    def __init__(self, model: str = "tiny", spec: SpecConfig | None = None, draft: str = "eagle",
-                 page_size: int = 1, cuda_graph: bool = False, device: str = "cpu",
-                 dtype: str = "float32", seed: int = 0, max_batch: int = 32,
-                 max_context: int = 512, num_pages: int | None = None,
+    def __init__(self, model: str = D.MODEL, *, spec: SpecConfig | None = None,
+                 draft: str = D.DRAFT, page_size: int = D.PAGE_SIZE, cuda_graph: bool = False,
+                 device: str = D.DEVICE, dtype: str = D.DTYPE, seed: int = D.SEED,
+                 max_batch: int = D.MAX_BATCH, max_context: int = D.MAX_CONTEXT,
+                 num_pages: int | None = None,
                  attention: str | None = None, cuda_graph_bs: list[int] | None = None,
                  batch_invariant: bool = False, draft_max_position: int | None = None,
                  overlap: bool = False, prefix_cache: bool = False,
-                 prefix_on_retract: bool = True, tp_size: int = 1, tp_check: bool = True,
+                 prefix_on_retract: bool = True, tp_size: int = D.TP_SIZE, tp_check: bool = True,
                  tp_all_reduce: str = "auto", _tp_group=None) -> None:
         """draft: 'eagle' (a seeded EAGLE head), 'self' (the target drafts for itself),
         'perturbed[:scale]' (the target with seeded noise: tunable acceptance), a model shape
@@ -83,7 +85,8 @@ class Engine:
         KV; finished requests give it their committed pages, and so do retracted ones when
         prefix_on_retract (a resumed request then hits its own prefix)."""
         init_args = {k: v for k, v in locals().items() if k not in ("self", "_tp_group")}
-        check_engine_args(tp_size, device, overlap, page_size, dtype, max_batch)
+        check_engine_args(tp_size, device=device, overlap=overlap, page_size=page_size,
+                          dtype=dtype, max_batch=max_batch)
         check_path(tp_all_reduce)
         self.tp_all_reduce = tp_all_reduce
         self.overlap = overlap
@@ -97,9 +100,12 @@ class Engine:
         self.spec, self.page_size, self.seed = spec, page_size, seed
         self.device, self.dtype = torch.device(device), DTYPES[dtype]
         try:
-            self._build_parts(model, spec, draft, cuda_graph, num_pages, attention, cuda_graph_bs,
-                              batch_invariant, draft_max_position, max_batch, max_context,
-                              prefix_cache, prefix_on_retract)
+            self._build_parts(model, spec=spec, draft=draft, cuda_graph=cuda_graph,
+                              num_pages=num_pages, attention=attention, cuda_graph_bs=cuda_graph_bs,
+                              batch_invariant=batch_invariant,
+                              draft_max_position=draft_max_position, max_batch=max_batch,
+                              max_context=max_context,
+                              prefix_cache=prefix_cache, prefix_on_retract=prefix_on_retract)
         except BaseException:
             self._end_failed_group()  # the workers failed alike and have ended
             raise
@@ -133,7 +139,7 @@ class Engine:
             self.tp_group.alive = False
             self.close()
 
-    def _build_parts(self, model, spec, draft, cuda_graph, num_pages, attention, cuda_graph_bs,
+    def _build_parts(self, model, *, spec, draft, cuda_graph, num_pages, attention, cuda_graph_bs,
                      batch_invariant, draft_max_position, max_batch, max_context, prefix_cache,
                      prefix_on_retract) -> None:
         page_size = self.page_size
@@ -148,8 +154,9 @@ class Engine:
         self._build_models(model, spec, draft, draft_max_position)
         pages_per_req = self.max_context // page_size
         num_pages = num_pages or max_batch * pages_per_req + 1
-        self.memory = MemoryManager(max_batch, self.max_context, num_pages, page_size,
-                                    self.kernels, self.device)
+        self.memory = MemoryManager(max_batch, max_context=self.max_context, num_pages=num_pages,
+                                    page_size=page_size,
+                                    kernels=self.kernels, device=self.device)
         self.prefix_on_retract = bool(prefix_on_retract)
         if prefix_cache:
             shifted = self.drafter is not None and self.drafter.shifted
@@ -170,8 +177,9 @@ class Engine:
         """The target and (speculative) the drafter: built full, then this rank's shard."""
         self.target = build_target(model, self.cfg, self.device, self.dtype, self.seed)
         check_draft_max_position(draft_max_position)
-        self.drafter = (build_drafter(draft, self.target, self.cfg, self.device, self.dtype,
-                                      self.seed, draft_max_position)
+        self.drafter = (build_drafter(draft, target=self.target, cfg=self.cfg, device=self.device,
+                                      dtype=self.dtype,
+                                      seed=self.seed, max_position=draft_max_position)
                         if spec is not None else None)
         if self.drafter is not None and self.drafter is not self.target:
             self._cover_context(self.drafter)
@@ -190,15 +198,19 @@ class Engine:
         """A KV pool per model over the same slots (one page allocator, one req_to_token), and
         the drafter's state carried between rounds."""
         def backend(cfg, layers=None):
-            return attention_backend(impl, cfg, slots, self.req_to_token, self.page_size,
-                                     self.tp_size, self.dtype, self.device, layers)
+            return attention_backend(impl, cfg=cfg, slots=slots, req_to_token=self.req_to_token,
+                                     page_size=self.page_size,
+                                     tp_size=self.tp_size, dtype=self.dtype, device=self.device,
+                                     layers=layers)
         self.target_backend = backend(self.cfg)
         if self.spec is not None:
             dcfg = self.drafter.cfg
             self.draft_backend = backend(dcfg, layers=len(self.drafter.layers))
-            self.draft_state = DraftStatePool(self.max_batch, dcfg.hidden_size, self.spec.topk,
-                                              self.dtype, self.device,
-                                              self.cfg.vocab_size if self.spec.probabilistic else 0)
+            self.draft_state = DraftStatePool(self.max_batch, hidden_size=dcfg.hidden_size,
+                                              topk=self.spec.topk,
+                                              dtype=self.dtype, device=self.device,
+                                              vocab_size=(self.cfg.vocab_size
+                                                          if self.spec.probabilistic else 0))
 
     def _cover_context(self, drafter) -> None:
         """The drafter's RoPE table must cover every position the engine runs, whatever its
@@ -221,15 +233,16 @@ class Engine:
     # -- generation ---------------------------------------------------------------------
     @replicated(validate="_generate_inputs")
     @torch.inference_mode()
-    def generate(self, prompts: list[list[int]], max_new_tokens: int = 16,
+    def generate(self, prompts: list[list[int]], *, max_new_tokens: int = 16,
                  temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
                  seed: int | None = None,
                  sampling: SamplingParams | list[SamplingParams] | None = None) -> list[list[int]]:
         """Continue each prompt by `max_new_tokens` tokens: greedy at temperature 0, else
         sampled. `sampling` (one for all, or one per prompt) overrides the keyword knobs; a
         per-request seed is `seed + i` for prompt i when `seed` is given."""
-        params = self._generate_inputs(prompts, max_new_tokens, temperature, top_k, top_p, seed,
-                                       sampling)
+        params = self._generate_inputs(prompts, max_new_tokens=max_new_tokens,
+                                       temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
+                                       sampling=sampling)
         # The batch goes through add/step like any other requests (others may be running:
         # they advance too). The recorder's on_finish sees each request as it finishes.
         reqs = [self._submit(p, max_new_tokens, sp) for p, sp in zip(prompts, params)]
@@ -245,13 +258,17 @@ class Engine:
                 sched.finished.pop(r.rid, None)  # returned here, not kept for output()
         return [r.visible_output() for r in reqs]
 
-    def _generate_inputs(self, prompts, max_new_tokens: int = 16, temperature: float = 0.0,
+    def _generate_inputs(self, prompts, *, max_new_tokens: int = 16, temperature: float = 0.0,
                          top_k: int = 0, top_p: float = 1.0, seed: int | None = None,
                          sampling=None) -> list[SamplingParams]:
         """generate()'s checks (run first on rank 0 alone when tensor parallel)."""
-        check_prompts(prompts, self.cfg.vocab_size, self.max_batch, max_new_tokens,
-                      self.max_context, reserve_margin(self.spec, self.page_size, self.overlap))
-        params = self._sampling_params(len(prompts), temperature, top_k, top_p, seed, sampling)
+        check_prompts(prompts, vocab_size=self.cfg.vocab_size, max_batch=self.max_batch,
+                      max_new_tokens=max_new_tokens,
+                      max_context=self.max_context, margin=reserve_margin(self.spec,
+                                                                          self.page_size,
+                                                                          self.overlap))
+        params = self._sampling_params(len(prompts), temperature=temperature, top_k=top_k,
+                                       top_p=top_p, seed=seed, sampling=sampling)
         self._check_fits(prompts, max_new_tokens)
         return params
 
@@ -267,8 +284,9 @@ class Engine:
     def _request_inputs(self, prompt, max_new_tokens: int = 16,
                         sampling: SamplingParams | None = None) -> SamplingParams:
         """add_request()'s checks (run first on rank 0 alone when tensor parallel)."""
-        check_prompt(prompt, self.cfg.vocab_size, max_new_tokens, self.max_context,
-                     reserve_margin(self.spec, self.page_size, self.overlap))
+        check_prompt(prompt, vocab_size=self.cfg.vocab_size, max_new_tokens=max_new_tokens,
+                     max_context=self.max_context,
+                     margin=reserve_margin(self.spec, self.page_size, self.overlap))
         sampling = SamplingParams() if sampling is None else sampling
         if not isinstance(sampling, SamplingParams):
             raise TypeError(f"sampling={sampling!r}: expected a SamplingParams or None")
@@ -321,7 +339,7 @@ class Engine:
         ones whose release waits for the round in flight): what check_accounting is given."""
         return self.scheduler.holding()
 
-    def _sampling_params(self, n, temperature, top_k, top_p, seed, sampling):
+    def _sampling_params(self, n, *, temperature, top_k, top_p, seed, sampling):
         if sampling is None:
             params = [SamplingParams(temperature, top_k, top_p,
                                      None if seed is None else seed + i) for i in range(n)]

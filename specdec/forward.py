@@ -6,7 +6,7 @@ import torch
 from specdec.attention.forward_batch import ForwardBatch
 
 
-def run_forward(model, backend, fb: ForwardBatch, logit_rows: torch.Tensor | None = None,
+def run_forward(model, *, backend, fb: ForwardBatch, logit_rows: torch.Tensor | None = None,
                 recorder=None, init_metadata: bool = True):
     """Eager forward of `fb`; returns (logits of `logit_rows` or all rows, hidden states)."""
     if init_metadata:

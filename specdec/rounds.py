@@ -31,8 +31,9 @@ class RoundRunner:
         self.state = RowState(engine.max_batch + 1, engine.device)
 
         def runner(phase):
-            r = PhaseRunner(phase, engine.device, cuda_graph, buckets, engine.max_batch,
-                            batch_invariant, factory)
+            r = PhaseRunner(phase, device=engine.device, use_graph=cuda_graph, buckets=buckets,
+                            max_bs=engine.max_batch,
+                            batch_invariant=batch_invariant, factory=factory)
             group = engine.tp_group
             if group is not None:
                 r.tp_rank, r.tp_agree = group.rank, group if engine.tp_check else None
@@ -50,20 +51,24 @@ class RoundRunner:
             self.decode_runner = runner(DecodePhase(target, paging, k, hooks))
         else:
             spec, draft = engine.spec, ModelKV(engine.drafter, engine.draft_backend)
-            verify = VerifyPhase(target, paging, k, hooks, spec.ndt, engine.max_context)
-            decode = DraftDecodePhase(draft, paging, k, hooks, engine.draft_state, spec,
-                                      engine.max_batch, engine.cfg.vocab_size)
-            extend = DraftExtendPhase(draft, paging, k, hooks, engine.draft_state, spec,
-                                      engine.cfg.hidden_size, engine.dtype)
-            self.verifier = Verifier(target, paging, k, spec, hooks)
+            verify = VerifyPhase(target, paging=paging, kernels=k, hooks=hooks, ndt=spec.ndt,
+                                 max_context=engine.max_context)
+            decode = DraftDecodePhase(draft, paging=paging, kernels=k, hooks=hooks,
+                                      state=engine.draft_state, spec=spec,
+                                      max_batch=engine.max_batch, vocab_size=engine.cfg.vocab_size)
+            extend = DraftExtendPhase(draft, paging=paging, kernels=k, hooks=hooks,
+                                      state=engine.draft_state, spec=spec,
+                                      target_hidden_size=engine.cfg.hidden_size, dtype=engine.dtype)
+            self.verifier = Verifier(target, paging=paging, kernels=k, spec=spec, hooks=hooks)
             # The whole greedy round (top-token drafts: sampled drafting selects rows on the
             # host), then verify, draft decode and extend: each captures a bucket on first use
             # into the shared pool (Engine.capture_graphs: all of them, largest first).
             if cuda_graph and not spec.probabilistic:
                 self.fused = runner(GreedyRoundPhase(decode, verify, extend, self.verifier))
             self.verifier.runner = runner(verify)
-            self.draft = DraftWorker(draft, engine.draft_state, spec, hooks, runner(decode),
-                                     runner(extend))
+            self.draft = DraftWorker(draft, state=engine.draft_state, spec=spec, hooks=hooks,
+                                     decode_runner=runner(decode),
+                                     extend_runner=runner(extend))
 
     def capture_all(self) -> None:
         """Every runner's graphs at every bucket now (Engine.capture_graphs)."""
@@ -99,15 +104,18 @@ class RoundRunner:
             [t for r, s in zip(reqs, starts) for t in r.prefill_tokens[s:]],
             [p for s, n in zip(starts, lens) for p in range(s, n)])
         loc = self._cache_locs(rows, starts_t, ends_t, sum(ext))
-        fb = ForwardBatch(ForwardMode.EXTEND, ids, pos, loc, rows, starts_t, starts_t,
+        fb = ForwardBatch(mode=ForwardMode.EXTEND, input_ids=ids, positions=pos, out_cache_loc=loc,
+                          req_pool_indices=rows, seq_lens=starts_t, kv_prefix_lens=starts_t,
                           extend_lens=ext_t)
         last = torch.cumsum(ext_t, 0) - 1
-        logits, hidden = run_forward(e.target, e.target_backend, fb, last, e.recorder)
+        logits, hidden = run_forward(e.target, backend=e.target_backend, fb=fb, logit_rows=last,
+                                     recorder=e.recorder)
         e.stats.prefill_tokens += sum(ext)
         e.stats.prefix_hit_tokens += sum(starts)
         # Coins keyed by the position of the token chosen (here: the prefill length).
         bonus = choose_tokens(e.kernels, logits,
-                              batch_sampling(reqs, e.seed, lens, 0, self.dev)).tolist()
+                              batch_sampling(reqs, engine_seed=e.seed, positions=lens, n_accept=0,
+                                             device=self.dev)).tolist()
         for r, n, b in zip(reqs, lens, bonus):
             r.seq_len, r.output = n, r.output or [b]  # a resumed request keeps its pending bonus
         if e.spec is not None:
@@ -126,9 +134,11 @@ class RoundRunner:
             # Row p consumes (h_p, t_{p+1}): the prompt rotated left, the bonus last.
             (ids,) = to_device(self.dev, [t for r, s in zip(reqs, starts)
                                           for t in r.prefill_tokens[s + 1:] + r.output[-1:]])
-            fb = ForwardBatch(ForwardMode.DRAFT_EXTEND, ids, target_fb.positions,
-                              target_fb.out_cache_loc, target_fb.req_pool_indices,
-                              target_fb.seq_lens, target_fb.kv_prefix_lens,
+            fb = ForwardBatch(mode=ForwardMode.DRAFT_EXTEND, input_ids=ids,
+                              positions=target_fb.positions,
+                              out_cache_loc=target_fb.out_cache_loc,
+                              req_pool_indices=target_fb.req_pool_indices,
+                              seq_lens=target_fb.seq_lens, kv_prefix_lens=target_fb.kv_prefix_lens,
                               extend_lens=target_fb.extend_lens, hidden_states=hidden)
         else:
             # Rows ds..last at their own positions (a standalone draft: tokens at p; EAGLE:
@@ -146,8 +156,9 @@ class RoundRunner:
             if shifted:  # the target's packed rows of positions ds..n-1
                 (pick,) = to_device(self.dev, _target_rows(starts, dstarts, last_row))
                 picked = hidden[pick]
-            fb = ForwardBatch(ForwardMode.DRAFT_EXTEND, ids, pos, loc, rows,
-                              target_fb.seq_lens, ds_t, extend_lens=lens_t,
+            fb = ForwardBatch(mode=ForwardMode.DRAFT_EXTEND, input_ids=ids, positions=pos,
+                              out_cache_loc=loc, req_pool_indices=rows,
+                              seq_lens=target_fb.seq_lens, kv_prefix_lens=ds_t, extend_lens=lens_t,
                               hidden_states=picked)
         self.draft.extend_prefill(fb, torch.cumsum(fb.extend_lens, 0) - 1)
 
@@ -254,7 +265,8 @@ class RoundRunner:
         seq, pending = self.state.inputs(rows, hseq, hpend, lagging(host))
         live = DecodeInputs(input_ids=pending, positions=seq, req_pool_indices=rows, seq_lens=seq)
         logits = self.decode_runner.run(live, len(reqs)).logits
-        bsamp = batch_sampling(reqs, e.seed, ends, 0, self.dev)
+        bsamp = batch_sampling(reqs, engine_seed=e.seed, positions=ends, n_accept=0,
+                               device=self.dev)
         tokens = choose_tokens(e.kernels, logits, bsamp)
         self.state.commit(rows, seq + 1, tokens)
         for r in reqs:
@@ -303,12 +315,14 @@ class RoundRunner:
             # Coins of the three streams (specdec/random_streams.py): num_steps for the
             # draft's noise, one per tree node for acceptance, one for the final draw.
             bsamp = None if greedy else batch_sampling(
-                reqs, e.seed, base, spec.ndt, self.dev, spec.num_steps if spec.probabilistic
-                else 0, spans, seq + 1 - base_t)
+                reqs, engine_seed=e.seed, positions=base, n_accept=spec.ndt, device=self.dev,
+                n_draft=spec.num_steps if spec.probabilistic
+                else 0, spans=spans, offsets=seq + 1 - base_t)
             if pt is not None:
                 pt.mark("host")
-            accept_lens, accepted, last = self._phases(rows, seq, prefix, branch_pos, pending,
-                                                       seq_sum, bsamp)
+            accept_lens, accepted, last = self._phases(rows, seq=seq, prefix=prefix,
+                                                       branch_pos=branch_pos, pending=pending,
+                                                       seq_sum=seq_sum, bsamp=bsamp)
             new_seq = seq + accept_lens
         self.state.commit(rows, new_seq, last)
         for r in reqs:
@@ -318,7 +332,7 @@ class RoundRunner:
             pt.end_round()
         return flight
 
-    def _phases(self, rows, seq, prefix, branch_pos, pending, seq_sum: int, bsamp):
+    def _phases(self, rows, *, seq, prefix, branch_pos, pending, seq_sum: int, bsamp):
         """A round phase by phase: draft decode, tree, verify and acceptance, draft extend.
         Returns (accept_lens, accepted tokens, each request's new pending token)."""
         e, pt = self.e, self.e.phase_timer
@@ -328,7 +342,8 @@ class RoundRunner:
         if e.recorder is not None:
             e.recorder.on_draft(tree)
         built = self.verifier.build_tree(pending, tree, seq, seq_sum)
-        res = self.verifier.verify(rows, seq, seq_sum, built, bsamp, tree.draft_probs)
+        res = self.verifier.verify(rows, seq_lens=seq, seq_lens_sum=seq_sum, built=built,
+                                   sampling=bsamp, draft_probs=tree.draft_probs)
         if pt is not None:
             pt.mark("accept_compact")
         # Draft extend after decode: ndt rows per request over the compacted accepted path;

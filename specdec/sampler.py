@@ -40,7 +40,7 @@ class BatchSampling:
     cuts_top_p: bool            # some row has top_p < 1 (else the top-p sort is skipped)
 
 
-def batch_sampling(reqs, engine_seed: int, positions: list[int], n_accept: int, device,
+def batch_sampling(reqs, *, engine_seed: int, positions: list[int], n_accept: int, device,
                    n_draft: int = 0, spans: list[int] | None = None,
                    offsets: torch.Tensor | None = None) -> BatchSampling | None:
     """None when every request is greedy. positions[i]: where request i's first new token goes
@@ -101,11 +101,12 @@ def draft_inputs(bsamp: BatchSampling | None, bs: int, steps: int,
 def target_probs(logits: torch.Tensor, bsamp: BatchSampling) -> torch.Tensor:
     """logits [ns, R, V] (R rows per request, by subset position: the caller gathers
     logits[bsamp.rows]) -> filtered, renormalised fp32 probs, by subset position."""
-    return filtered_probs(logits, bsamp.temperature, bsamp.top_k, bsamp.top_p,
-                          bsamp.cuts_top_k, bsamp.cuts_top_p)
+    return filtered_probs(logits, temperature=bsamp.temperature, top_k=bsamp.top_k,
+                          top_p=bsamp.top_p,
+                          cut_k=bsamp.cuts_top_k, cut_p=bsamp.cuts_top_p)
 
 
-def filtered_probs(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
+def filtered_probs(logits: torch.Tensor, *, temperature: torch.Tensor, top_k: torch.Tensor,
                    top_p: torch.Tensor, cut_k: bool = True, cut_p: bool = True) -> torch.Tensor:
     """logits [n, R, V] with per-request knobs [n] -> softmax((logits - rowmax) / T), top-k,
     then top-p, fp32. cut_k / cut_p False skip a cut no row asks for (host flags: a captured

@@ -31,17 +31,18 @@ def _token_id(t) -> int | None:
         return None
 
 
-def check_prompts(prompts, vocab_size: int, max_batch: int, max_new_tokens: int,
+def check_prompts(prompts, *, vocab_size: int, max_batch: int, max_new_tokens: int,
                   max_context: int, margin: int) -> None:
     if not isinstance(prompts, (list, tuple)) or len(prompts) == 0:
         raise ValueError("empty batch: generate() needs at least one prompt")
     if len(prompts) > max_batch:
         raise ValueError(f"{len(prompts)} prompts exceed the engine's max_batch={max_batch}")
     for i, p in enumerate(prompts):
-        check_prompt(p, vocab_size, max_new_tokens, max_context, margin, f"prompt {i}")
+        check_prompt(p, vocab_size=vocab_size, max_new_tokens=max_new_tokens,
+                     max_context=max_context, margin=margin, name=f"prompt {i}")
 
 
-def check_prompt(p, vocab_size: int, max_new_tokens: int, max_context: int, margin: int,
+def check_prompt(p, *, vocab_size: int, max_new_tokens: int, max_context: int, margin: int,
                  name: str = "prompt") -> None:
     """One request's prompt and length (generate() and add_request())."""
     if not isinstance(max_new_tokens, int) or max_new_tokens < 1:

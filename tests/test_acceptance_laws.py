@@ -20,7 +20,8 @@ DTYPE = "bfloat16" if DEVICE == "cuda" else "float32"  # the baselines: cpu-fp32
 
 
 def _served(overlap: bool):
-    eng = Engine(model="tiny", spec=SpecConfig(2, 3, 5), draft="perturbed:0.05", max_batch=4,
+    eng = Engine(model="tiny", spec=SpecConfig(topk=2, num_steps=3, num_draft_tokens=5),
+                 draft="perturbed:0.05", max_batch=4,
                  max_context=96, overlap=overlap)
     rids = [eng.add_request(p, 12) for p in make_prompts(4, 4, eng.cfg.vocab_size, 16, 4)]
     while eng.has_unfinished():
@@ -142,11 +143,15 @@ def test_only_the_cuts_on_the_greedy_path_decide_an_accept_length():
     assert draft_choice_gap(step0, rows, 1, 4) < 1e-3  # every cut: the depth-3 near-tie
     # rejected at depth 2 (the target wants 1, not 3): depth 3 decides nothing; the gap is
     # how far 1 was from being the draft's choice at depth 2
-    assert accept_decision_gap(step0, rows, inputs, 1, 4, [2, 1]) == pytest.approx(2.0)
+    assert accept_decision_gap(step0, decode_rows=rows, decode_inputs=inputs, topk=1, ndt=4,
+                               committed=[2, 1]) == pytest.approx(2.0)
     # accepted through depth 3: its near-tie decided the accept length
-    assert accept_decision_gap(step0, rows, inputs, 1, 4, [2, 3, 4, 0]) < 1e-3
-    assert accept_decision_gap(step0, rows, [torch.tensor([2]), torch.tensor([5])], 1, 4,
-                               [2, 1]) is None
+    assert accept_decision_gap(step0, decode_rows=rows, decode_inputs=inputs, topk=1, ndt=4,
+                               committed=[2, 3, 4, 0]) < 1e-3
+    assert accept_decision_gap(step0, decode_rows=rows, decode_inputs=[torch.tensor([2]),
+                                                                       torch.tensor([5])], topk=1,
+                                                                       ndt=4,
+                               committed=[2, 1]) is None
     # topk 2: tokens 4 and 3 near-tied for branch 0's second child, off the accepted path
     # (0 then 2); the closest cut on it is organize's: (0, 2) against the 4th best node
     step0 = torch.tensor([5.0, 4.0, 0.0, 0.0, 0.0, 0.0])
@@ -157,5 +162,6 @@ def test_only_the_cuts_on_the_greedy_path_decide_an_accept_length():
     fourth = sorted([lp0[0], lp0[1], lp0[0] + lpa[0, 2], lp0[0] + lpa[0, 4],
                      lp0[1] + lpa[1, 5], lp0[1] + lpa[1, 0]], reverse=True)[3]
     want = float(lp0[0] + lpa[0, 2] - fourth) / 2
-    got = accept_decision_gap(step0, [tree], [torch.tensor([0, 1])], 2, 4, [0, 2, 1])
+    got = accept_decision_gap(step0, decode_rows=[tree], decode_inputs=[torch.tensor([0, 1])],
+                              topk=2, ndt=4, committed=[0, 2, 1])
     assert got == pytest.approx(want) and want > 0.4

@@ -36,7 +36,7 @@ def test_transformers_adapter_refuses_what_it_cannot_run():
     with pytest.raises(ValueError, match=r"pad_token_id=999: expected None or a token id"):
         TransformersAdapter("cpu", pad_token_id=999)
     adapter = get_adapter("transformers", "cpu", {})
-    with pytest.raises(ValueError, match=r"tree_width=2: assisted generation drafts chains"):
+    with pytest.raises(ValueError, match=r"topk=2: assisted generation drafts chains"):
         adapter.generate([Request((1, 2), 3)], Spec("other", 2, 2))
     with pytest.raises(ValueError, match=r"drafter='medusa': expected one of"):
         adapter.generate([Request((1, 2), 3)], Spec("medusa", 2))

@@ -17,13 +17,13 @@ def test_triton_backend_lossless(topk, steps, ndt, page_size, draft):
     """The engine on Triton kernels (interpreted on CPU) is lossless and matches the torch
     backend token for token."""
     prompts = make_prompts(seed=11, batch_size=3, vocab_size=320, max_len=12)
-    spec = SpecConfig(topk, steps, ndt)
+    spec = SpecConfig(topk=topk, num_steps=steps, num_draft_tokens=ndt)
     outs = {}
     for impl in ("triton", "torch"):
         eng = Engine(model="tiny", spec=spec, draft=draft, page_size=page_size, device=DEVICE,
                      attention=impl)
         outs[impl] = eng.generate(prompts, max_new_tokens=8)
         eng.check_accounting()
-    ref, margins = greedy_baseline("tiny", prompts, 8, DEVICE)
+    ref, margins = greedy_baseline("tiny", prompts=prompts, max_new_tokens=8, device=DEVICE)
     check_lossless(outs["triton"], ref, margins, eng.dtype)
     check_lossless(outs["triton"], outs["torch"], margins, eng.dtype)

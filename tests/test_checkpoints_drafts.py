@@ -44,13 +44,14 @@ def test_eagle_head_round_trip(ckpts, tmp_path, fc_bias, own_embedding):
 def test_spec_with_loaded_eagle_is_lossless(ckpts, eagle_dir, topk, steps, ndt, page_size, graph):
     path, _ = ckpts["llama3rope-mqa-untied-sharded"]
     prompts = prompts_for(300, seed=5, n=4)
-    plain = engine(path, max_batch=4, page_size=page_size).generate(prompts, 16)
-    eng = engine(path, SpecConfig(topk, steps, ndt), draft=eagle_dir, max_batch=4,
+    plain = engine(path, max_batch=4, page_size=page_size).generate(prompts, max_new_tokens=16)
+    eng = engine(path, SpecConfig(topk=topk, num_steps=steps, num_draft_tokens=ndt),
+                 draft=eagle_dir, max_batch=4,
                  page_size=page_size, cuda_graph=graph, cuda_graph_bs=[1, 2, 4])
     assert isinstance(eng.drafter, EagleHead) and eng.drafter.fc.bias is not None
     saved = safetensors_torch.load_file(os.path.join(eagle_dir, "model.safetensors"))
     assert torch.equal(eng.drafter.fc.bias.cpu(), saved["fc.bias"])  # not re-initialised
-    assert eng.generate(prompts, 16) == plain
+    assert eng.generate(prompts, max_new_tokens=16) == plain
     eng.check_accounting()
     print(f"\n[eagle topk={topk} steps={steps} ndt={ndt} page={page_size} graph={graph}] "
           f"{eng.stats}")
@@ -68,9 +69,10 @@ def test_official_eagle_layout_detected_by_keys(ckpts, tmp_path):
     raw["architectures"] = ["LlamaForCausalLM"]
     (out / "config.json").write_text(json.dumps(raw))
     prompts = prompts_for(200, seed=9)
-    spec_eng = engine(path, SpecConfig(2, 3, 6), draft=str(out), max_batch=3)
+    spec_eng = engine(path, SpecConfig(topk=2, num_steps=3, num_draft_tokens=6), draft=str(out),
+                      max_batch=3)
     assert isinstance(spec_eng.drafter, EagleHead) and spec_eng.drafter.embed_tokens is not None
-    assert spec_eng.generate(prompts, 12) == engine(path, max_batch=3).generate(prompts, 12)
+    assert spec_eng.generate(prompts, max_new_tokens=12) == engine(path, max_batch=3).generate(prompts, max_new_tokens=12)
 
 
 def test_standalone_draft_from_llama_dir(ckpts, tmp_path):
@@ -79,16 +81,17 @@ def test_standalone_draft_from_llama_dir(ckpts, tmp_path):
                         num_attention_heads=2, num_key_value_heads=2)
     draft = save(draft_hf, tmp_path / "draft")
     prompts = prompts_for(300, seed=4)
-    plain = engine(path, max_batch=3).generate(prompts, 12)
+    plain = engine(path, max_batch=3).generate(prompts, max_new_tokens=12)
     # A draft narrower than the target (hidden 32 vs 64), eager and through (stand-in) graphs.
     for topk, steps, ndt, graph in [(1, 3, 4, False), (2, 2, 5, False), (2, 2, 5, True)]:
-        eng = engine(path, SpecConfig(topk, steps, ndt), draft=draft, max_batch=3,
+        eng = engine(path, SpecConfig(topk=topk, num_steps=steps, num_draft_tokens=ndt),
+                     draft=draft, max_batch=3,
                      cuda_graph=graph, cuda_graph_bs=[1, 2, 4])
         assert isinstance(eng.drafter, LlamaModel) and eng.drafter.cfg.hidden_size == 32
         assert torch.equal(eng.drafter.embed_tokens.weight.cpu(),
                            draft_hf.model.embed_tokens.weight.detach().cpu())
-        assert eng.generate(prompts, 12) == plain
+        assert eng.generate(prompts, max_new_tokens=12) == plain
     # The target's own directory as its draft: every draft accepted (no ties at fp32 here).
-    eng = engine(path, SpecConfig(1, 3), draft=path, max_batch=3)
-    assert eng.generate(prompts, 12) == plain
+    eng = engine(path, SpecConfig(topk=1, num_steps=3), draft=path, max_batch=3)
+    assert eng.generate(prompts, max_new_tokens=12) == plain
     assert eng.stats.mean_acceptance_length == 4.0

@@ -68,7 +68,7 @@ def test_logits_and_greedy_match_transformers(ckpts, name):
 
     # Other page sizes, batched and ragged: the same tokens.
     for page_size in (4, 16):
-        assert engine(path, max_batch=3, page_size=page_size).generate(prompts, NEW) == outs
+        assert engine(path, max_batch=3, page_size=page_size).generate(prompts, max_new_tokens=NEW) == outs
 
 
 def test_weights_loaded_not_reinitialised(ckpts):
@@ -88,7 +88,7 @@ def test_dtype_conversion_on_load(ckpts, tmp_path):
         eng = engine(path, dtype=dtype)
         for n, p in eng.target.named_parameters():
             assert p.dtype == torch_dtype and torch.equal(p.cpu(), ref[n].to(torch_dtype)), n
-        assert len(eng.generate([[1, 2, 3]], 4)[0]) == 4
+        assert len(eng.generate([[1, 2, 3]], max_new_tokens=4)[0]) == 4
     # A bf16 checkpoint read as float32.
     bf16 = save(hf_model(3, dtype=torch.bfloat16, **CONFIGS["mha-untied-single"][0]), tmp_path / "bf")
     src = safetensors_torch.load_file(os.path.join(bf16, "model.safetensors"))
@@ -137,7 +137,7 @@ def test_cli_text_in_text_out(ckpts, eagle_dir, tmp_path, capsys):
     tok.save(str(model_dir / "tokenizer.json"))
     text = "w5 w17 w250 w3 w99"
     ids = tok.encode(text).ids
-    expected = tok.decode(engine(str(model_dir)).generate([ids], 6)[0])
+    expected = tok.decode(engine(str(model_dir)).generate([ids], max_new_tokens=6)[0])
     common = ["--device", DEVICE, "--max-new-tokens", "6", "--prompt", text]
     assert main(["generate", "--model", str(model_dir), "--no-spec", *common]) == 0
     assert main(["generate", "--model", str(model_dir), "--draft", eagle_dir, "--topk", "2",

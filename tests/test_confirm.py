@@ -64,8 +64,10 @@ def test_the_gpu_gates_false_alarm_passes():
     rng = random.Random(cfg.seed)
     prompt = [rng.randrange(320) for _ in range(rng.randint(3, 8))]
     eng = dist_engine(cfg, "cpu")
-    exact = exact_pair_probs(eng.target, prompt, cfg.n, cfg.temperature, cfg.top_k, cfg.top_p)
-    pairs, _ = sample_pairs(eng, prompt, cfg.n, cfg.temperature, cfg.top_k, cfg.top_p, None)
+    exact = exact_pair_probs(eng.target, prompt=prompt, n=cfg.n, temperature=cfg.temperature,
+                             top_k=cfg.top_k, top_p=cfg.top_p)
+    pairs, _ = sample_pairs(eng, prompt=prompt, n=cfg.n, temperature=cfg.temperature,
+                            top_k=cfg.top_k, top_p=cfg.top_p, seed=None)
     with pytest.raises(StatisticalRejection, match=r"chi2=22.2 > 20.6"):
         check_pairs(pairs, exact, 1e-4)
     stats = prop_sampled_distribution(cfg, "cpu")

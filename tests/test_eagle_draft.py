@@ -30,8 +30,9 @@ def test_law_holds(cfg):
 def _not_reparented(monkeypatch):
     right = draft_decode_phase.select_top_k_tokens
 
-    def wrong(i, topk_p, topk_index, hidden_states, scores, topk):
-        ids, hidden, scores, info = right(i, topk_p, topk_index, hidden_states, scores, topk)
+    def wrong(i, *, topk_p, topk_index, hidden_states, scores, topk):
+        ids, hidden, scores, info = right(i, topk_p=topk_p, topk_index=topk_index,
+                                          hidden_states=hidden_states, scores=scores, topk=topk)
         return ids, (hidden if i == 0 else hidden_states), scores, info
     monkeypatch.setattr(draft_decode_phase, "select_top_k_tokens", wrong)
 

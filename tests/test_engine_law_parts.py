@@ -16,7 +16,7 @@ PROFILE = settings(max_examples=6, derandomize=True, database=None)
 def _drawn(monkeypatch, part) -> list:
     seen = []
     monkeypatch.setattr(engine_suite, "run_case", lambda law, case, device: seen.append(case))
-    engine_suite.law_test(LAW, "specdec", "cpu", profile=PROFILE, part=part)()
+    engine_suite.law_test(LAW, engine="specdec", device="cpu", profile=PROFILE, part=part)()
     return seen
 
 

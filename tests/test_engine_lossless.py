@@ -39,7 +39,8 @@ def test_lossless_greedy(topk, page_size, draft, dtype, cuda_graph):
     plain greedy, token for token (ties as oracle 6 says)."""
     for bs in (1, 5):
         prompts = make_prompts(seed=bs * 100 + topk, batch_size=bs, vocab_size=320)
-        ref, margins = greedy_baseline("tiny", prompts, 16, DEVICE, dtype)
+        ref, margins = greedy_baseline("tiny", prompts=prompts, max_new_tokens=16, device=DEVICE,
+                                       dtype=dtype)
         for steps in STEPS:
             spec = spec_for(topk, steps)
             eng = Engine(model="tiny", spec=spec, draft=draft, page_size=page_size,
@@ -78,9 +79,9 @@ def test_topk_tree_equals_chain(draft, page_size):
     chain = Engine(model="tiny", spec=spec_for(1, 3), draft=draft, page_size=page_size,
                    device=DEVICE, max_context=context(spec_for(1, 3), page_size)
                    ).generate(prompts, max_new_tokens=16)
-    _, margins = greedy_baseline("tiny", prompts, 16, DEVICE)
+    _, margins = greedy_baseline("tiny", prompts=prompts, max_new_tokens=16, device=DEVICE)
     for topk, steps, ndt in [(2, 3, 6), (4, 3, 10), (3, 2, 8)]:
-        spec = SpecConfig(topk, steps, ndt)
+        spec = SpecConfig(topk=topk, num_steps=steps, num_draft_tokens=ndt)
         tree = Engine(model="tiny", spec=spec, draft=draft, page_size=page_size, device=DEVICE,
                       max_context=context(spec, page_size)).generate(prompts, max_new_tokens=16)
         check_lossless(tree, chain, margins, torch.float32)

@@ -29,8 +29,9 @@ class FakeKernels:
 
 
 def _start(folder):
-    return RemoteKernels("fake-kernels", "fake_adapter:FakeKernels", str(folder), "cpu", {},
-                         "1.0")
+    return RemoteKernels("fake-kernels", target="fake_adapter:FakeKernels", site_dir=str(folder),
+                         device="cpu", env={},
+                         release="1.0")
 
 
 def test_a_missing_module_is_named(tmp_path):

@@ -47,7 +47,8 @@ def test_output_kept_across_replay_is_overwritten():
 
 
 def _graph_engine(**kw):
-    return Engine(model="tiny", spec=SpecConfig(4, 3, 8), draft="self", page_size=4,
+    return Engine(model="tiny", spec=SpecConfig(topk=4, num_steps=3, num_draft_tokens=8),
+                  draft="self", page_size=4,
                   device=str(DEVICE), cuda_graph=True, cuda_graph_bs=[2, 4, 8], max_batch=8, **kw)
 
 
@@ -74,9 +75,9 @@ def test_positions_unchanged_across_draft_replay():
     batches replay) are never advanced by a replay."""
     eng = _graph_engine()
     runner = eng.rounds.fused
-    eng.generate(make_prompts(2, 3, 320, 8), 6)
+    eng.generate(make_prompts(2, 3, 320, 8), max_new_tokens=6)
     before = runner.static["positions"].clone()
-    eng.generate(make_prompts(2, 3, 320, 8), 6)  # replays copy live rows in, then must restore
+    eng.generate(make_prompts(2, 3, 320, 8), max_new_tokens=6)  # replays copy live rows in, then must restore
     after = runner.static["positions"]
     size = 4
     live = make_prompts(2, 3, 320, 8)
@@ -89,7 +90,7 @@ def test_positions_unchanged_across_draft_replay():
 def test_padded_lanes_write_only_slot_zero():
     eng = _graph_engine()
     eng.recorder = TraceRecorder(4, keep_kv_slots=False)
-    eng.generate(make_prompts(3, 3, 320, 8), 8)  # bs 3 replays the size-4 graphs
+    eng.generate(make_prompts(3, 3, 320, 8), max_new_tokens=8)  # bs 3 replays the size-4 graphs
     graph_forwards = [f for r in eng.recorder.rounds for f in r.forwards if f.graph]
     assert graph_forwards
     for f in graph_forwards:
@@ -138,7 +139,8 @@ def test_graphs_captured_on_first_use_give_the_same_tokens():
     prompts = make_prompts(seed=7, batch_size=3, vocab_size=320)
 
     def engine():
-        return Engine(model="tiny", spec=SpecConfig(2, 3, 6), device=str(DEVICE), max_batch=4,
+        return Engine(model="tiny", spec=SpecConfig(topk=2, num_steps=3, num_draft_tokens=6),
+                      device=str(DEVICE), max_batch=4,
                       cuda_graph=True, cuda_graph_bs=[1, 2, 4], max_context=64)
 
     lazy, eager = engine(), engine()

@@ -17,7 +17,8 @@ GRAPH_BS = [1, 2, 3, 4, 6, 8]  # 5 and 7 pad; 9..20 fall back to eager
 
 
 def spec_for(topk, steps):
-    return SpecConfig(topk, steps, steps + 1 if topk == 1 else min(topk * steps + 1, 8))
+    return SpecConfig(topk=topk, num_steps=steps,
+                      num_draft_tokens=steps + 1 if topk == 1 else min(topk * steps + 1, 8))
 
 
 def engine(spec, page_size, dtype, **kw):
@@ -40,7 +41,7 @@ def test_graph_tokens_equal_eager(topk, steps, page_size, dtype):
     graph = engine(spec, page_size, dtype, cuda_graph=True)
     for bs in range(1, 21):
         prompts = make_prompts(seed=bs, batch_size=bs, vocab_size=320, max_len=12)
-        assert graph.generate(prompts, 8) == eager.generate(prompts, 8), f"bs={bs}"
+        assert graph.generate(prompts, max_new_tokens=8) == eager.generate(prompts, max_new_tokens=8), f"bs={bs}"
     graph.check_accounting()
     assert graph.rounds.fused.graphs  # the greedy rounds' graphs were captured and used
 
@@ -48,7 +49,7 @@ def test_graph_tokens_equal_eager(topk, steps, page_size, dtype):
 def _traced_run(spec, page_size, dtype, prompts, **kw):
     eng = engine(spec, page_size, dtype, **kw)
     eng.recorder = TraceRecorder(page_size, keep_kv_slots=False)
-    eng.generate(prompts, 8)
+    eng.generate(prompts, max_new_tokens=8)
     return eng
 
 
@@ -77,11 +78,11 @@ def test_graph_lossless_and_self_draft(topk, steps, ndt, draft):
     from harness.laws.self_draft import check_self_draft_logits, check_total_acceptance
     from harness.strategies.runs import greedy_baseline
     prompts = make_prompts(seed=5, batch_size=6, vocab_size=320, max_len=16)
-    spec = SpecConfig(topk, steps, ndt)
+    spec = SpecConfig(topk=topk, num_steps=steps, num_draft_tokens=ndt)
     eng = engine(spec, 4, "float32", cuda_graph=True, draft=draft)
     eng.recorder = TraceRecorder(4, keep_kv_slots=False)
-    out = eng.generate(prompts, 16)
-    ref, margins = greedy_baseline("tiny", prompts, 16, DEVICE)
+    out = eng.generate(prompts, max_new_tokens=16)
+    ref, margins = greedy_baseline("tiny", prompts=prompts, max_new_tokens=16, device=DEVICE)
     check_lossless(out, ref, margins, eng.dtype)
     if draft == "self":
         assert check_self_draft_logits(eng.recorder, topk, ndt, eng.dtype) > 0
@@ -99,9 +100,9 @@ def _count_rounds(eng):
         n["whole"] += 1
         return fused(live, bs)
 
-    def apart(*args):
+    def apart(*args, **kwargs):
         n["phases"] += 1
-        return phases(*args)
+        return phases(*args, **kwargs)
     eng.rounds.fused.run, eng.rounds._phases = whole, apart
     return n
 
@@ -113,13 +114,13 @@ def test_greedy_rounds_replay_one_graph(topk, steps):
     run phase by phase. The laws that compare graphs with eager runs therefore see both."""
     eng = engine(spec_for(topk, steps), 4, "float32", cuda_graph=True, overlap=True)
     n = _count_rounds(eng)
-    eng.generate(make_prompts(seed=1, batch_size=5, vocab_size=320, max_len=12), 8)
+    eng.generate(make_prompts(seed=1, batch_size=5, vocab_size=320, max_len=12), max_new_tokens=8)
     assert n["whole"] > 0 and n["phases"] == 0, n
-    eng.generate(make_prompts(seed=2, batch_size=3, vocab_size=320, max_len=12), 8,
+    eng.generate(make_prompts(seed=2, batch_size=3, vocab_size=320, max_len=12), max_new_tokens=8,
                  temperature=0.8, seed=3)
     assert n["phases"] > 0, n
     apart = n["phases"]
-    eng.generate(make_prompts(seed=4, batch_size=12, vocab_size=320, max_len=12), 4)
+    eng.generate(make_prompts(seed=4, batch_size=12, vocab_size=320, max_len=12), max_new_tokens=4)
     assert n["phases"] > apart, "12 requests do not fit the largest bucket (8)"
 
 

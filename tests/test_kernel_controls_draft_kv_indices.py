@@ -85,7 +85,8 @@ def test_reference_worked_example():
     """Section 4's example: branch 1 of prefix 6 (page 4, topk 2, steps 3) reads the prefix,
     its tail at the original or the copy (positions 12, 13), then positions 14, 15."""
     from harness.references.layout import draft_branch_reads
-    assert draft_branch_reads(list(range(100, 124)), 6, 2, 3, 4, branch=1, step=1) == [
+    assert draft_branch_reads(list(range(100, 124)), prefix_len=6, topk=2, num_steps=3,
+                              page_size=4, branch=1, step=1) == [
         (100,), (101,), (102,), (103,), (104, 112), (105, 113), (114,), (115,)]
 
 

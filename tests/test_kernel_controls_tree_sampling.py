@@ -34,8 +34,9 @@ class RecoveredFromP(SpecdecKernels):
 
     def tree_sampling(self, candidates, retrieve_index, next_token, next_sibling, target_probs,
                       seed, num_steps):
-        out = super().tree_sampling(candidates, retrieve_index, next_token, next_sibling,
-                                    target_probs, seed, num_steps)
+        out = super().tree_sampling(candidates, retrieve_index=retrieve_index,
+                                    next_token=next_token, next_sibling=next_sibling,
+                                    target_probs=target_probs, seed=seed, num_steps=num_steps)
         gen = torch.Generator().manual_seed(seed + 1)
         tokens, ndt = out["tokens"].clone(), candidates.shape[1]
         for b in range(candidates.shape[0]):
@@ -62,8 +63,10 @@ class TargetRowsOneNodeOff(SpecdecKernels):
 
     def tree_sampling(self, candidates, retrieve_index, next_token, next_sibling, target_probs,
                       seed, num_steps):
-        return super().tree_sampling(candidates, retrieve_index, next_token, next_sibling,
-                                     target_probs.roll(-1, 1), seed, num_steps)
+        return super().tree_sampling(candidates, retrieve_index=retrieve_index,
+                                     next_token=next_token, next_sibling=next_sibling,
+                                     target_probs=target_probs.roll(-1, 1), seed=seed,
+                                     num_steps=num_steps)
 
 
 # The distribution law takes seconds an example on CPU: its controls run one case, a root

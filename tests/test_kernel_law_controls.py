@@ -23,16 +23,16 @@ def failure(law: str, kernels, examples: int = FOUND) -> OracleFailure | None:
 
 
 class PositionsOffByOne(SpecdecKernels):
-    def tree_build(self, *args):
-        out = super().tree_build(*args)
+    def tree_build(self, parent_list, **kw):
+        out = super().tree_build(parent_list, **kw)
         return {**out, "positions": out["positions"] + 1}
 
 
 class LinksDescending(SpecdecKernels):
     """Children linked largest first (a reversed sibling scan)."""
 
-    def tree_build(self, *args):
-        out = super().tree_build(*args)
+    def tree_build(self, parent_list, **kw):
+        out = super().tree_build(parent_list, **kw)
         nxt, sib = out["next_token"].clone(), out["next_sibling"].clone()
         for b in range(nxt.shape[0]):
             for p in range(nxt.shape[1]):
@@ -49,17 +49,16 @@ class LinksDescending(SpecdecKernels):
 
 
 class VerifyOneShort(SpecdecKernels):
-    def greedy_tree_verify(self, *args):
-        *rest, num_steps = args
-        out = super().greedy_tree_verify(*rest, max(0, num_steps - 1))
+    def greedy_tree_verify(self, candidates, *, num_steps, **kw):
+        out = super().greedy_tree_verify(candidates, num_steps=max(0, num_steps - 1), **kw)
         acc = torch.full((out["accept_index"].shape[0], num_steps + 1), -1, dtype=torch.int32)
         acc[:, :out["accept_index"].shape[1]] = out["accept_index"]
         return {**out, "accept_index": acc}
 
 
 class DraftSlotOffByOne(SpecdecKernels):
-    def draft_cache_locs(self, req_to_token, pool, seq_lens, *rest):
-        return super().draft_cache_locs(req_to_token, pool, seq_lens + 1, *rest)
+    def draft_cache_locs(self, req_to_token, *, seq_lens, **kw):
+        return super().draft_cache_locs(req_to_token, seq_lens=seq_lens + 1, **kw)
 
 
 class WriteDropsASlot(SpecdecKernels):
@@ -78,10 +77,11 @@ class WriteDropsASlot(SpecdecKernels):
 class RecoveredFromP(SpecdecKernels):
     """After a rejection the token is drawn from p_n itself, not norm(max(0, p_n - q_n))."""
 
-    def chain_sampling(self, draft_ids, num_drafts, draft_probs, target_probs, greedy, seed,
+    def chain_sampling(self, draft_ids, *, num_drafts, draft_probs, target_probs, greedy, seed,
                        variant):
-        out = super().chain_sampling(draft_ids, num_drafts, draft_probs, target_probs, greedy,
-                                     seed, variant)
+        out = super().chain_sampling(draft_ids, num_drafts=num_drafts, draft_probs=draft_probs,
+                                     target_probs=target_probs, greedy=greedy, seed=seed,
+                                     variant=variant)
         gen = torch.Generator().manual_seed(seed + 1)
         for b in range(out.shape[0]):
             n = int((out[b] != -1).sum()) - 1

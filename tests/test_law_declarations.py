@@ -65,6 +65,18 @@ def test_docs_index_is_generated_from_the_declarations():
         "docs/laws.md is stale: python -m harness laws > docs/laws.md")
 
 
+def test_contract_zoo_tables_are_generated_from_the_registry():
+    """Section 9 holds the registry's fault descriptions, never a hand copy; the control: a
+    description edited by hand in the contract is seen as stale."""
+    from harness.runners import zoo_table
+    text = (ROOT / "docs/contract.md").read_text()
+    assert zoo_table.rewritten(text) == text, (
+        "docs/contract.md section 9 is stale: python -m harness zoo-table")
+    edited = text.replace("| bonus_stride_ndt | SGLang #26866 | ",
+                          "| bonus_stride_ndt | SGLang #26866 | (hand-edited) ")
+    assert edited != text and zoo_table.rewritten(edited) == text
+
+
 def test_a_law_without_a_control_is_refused():
     with pytest.raises(ValueError, match="no negative control"):
         Law(name="x", summary="", controls=(), rank=0, check=lambda a, c: None,

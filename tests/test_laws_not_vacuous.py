@@ -26,9 +26,9 @@ from specdec.scheduler import RequestOutput
 DEVICE = default_device()
 
 
-def _fails(law: str, fn, *args):
+def _fails(law: str, fn, *args, **kwargs):
     with pytest.raises(OracleFailure) as info:
-        fn(*args)
+        fn(*args, **kwargs)
     assert info.value.check == law, info.value
 
 
@@ -39,12 +39,13 @@ FINISH = RunConfig(topk=1, num_steps=3, ndt=4, page_size=1, draft="self", batch_
 
 def test_finish_law_rejects_bad_outputs():
     out = lambda toks, why: RequestOutput(0, [1], toks, why)  # noqa: E731
-    check_finish([out([1, 2, 9], "stop")], [5], [(9,)], [[1, 2, 9, 4, 5]], None)
+    check_finish([out([1, 2, 9], "stop")], max_new=[5], stops=[(9,)], references=[[1, 2, 9, 4, 5]],
+                 margins=None)
     for toks, why in (([1, 2, 9, 4], "length"),   # past the stop
                       ([1, 2, 9], "length"),      # wrong reason
                       ([1, 2, 3, 4, 5, 6], "length"),  # past the cap
                       ([1, 2], "length")):        # too short for "length"
-        _fails("finish", check_finish, [out(toks, why)], [5], [(9,)])
+        _fails("finish", check_finish, [out(toks, why)], max_new=[5], stops=[(9,)])
 
 
 def test_finish_law_rejects_a_stop_reason_from_past_the_cap():
@@ -52,9 +53,12 @@ def test_finish_law_rejects_a_stop_reason_from_past_the_cap():
     drafts) must not make the reason "stop", nor appear in the output."""
     out = lambda toks, why: RequestOutput(0, [1], toks, why)  # noqa: E731
     ref = [[1, 2, 3, 9, 5]]
-    check_finish([out([1, 2, 3], "length")], [3], [(9,)], ref, None)
-    _fails("finish", check_finish, [out([1, 2, 3], "stop")], [3], [(9,)], ref)
-    _fails("finish", check_finish, [out([1, 2, 3, 9], "stop")], [3], [(9,)], ref)
+    check_finish([out([1, 2, 3], "length")], max_new=[3], stops=[(9,)], references=ref,
+                 margins=None)
+    _fails("finish", check_finish, [out([1, 2, 3], "stop")], max_new=[3], stops=[(9,)],
+           references=ref)
+    _fails("finish", check_finish, [out([1, 2, 3, 9], "stop")], max_new=[3], stops=[(9,)],
+           references=ref)
 
 
 def test_finish_law_rejects_uncut_outputs(monkeypatch):
@@ -75,8 +79,8 @@ def test_churn_law_rejects_padded_rows_left_stale(monkeypatch, overlap):
     prop_structure_under_churn(cfg, DEVICE)
     right = graph_runner.pad_inputs
 
-    def forgetful(specs, live, bs, size, out=None, dirty=None):
-        views = right(specs, live, bs, size, out, dirty)
+    def forgetful(specs, *, live, bs, size, out=None, dirty=None):
+        views = right(specs, live=live, bs=bs, size=size, out=out, dirty=dirty)
         if dirty is not None:
             for name in specs:
                 dirty[name] = bs * specs[name].per_req  # the rows past this batch: forgotten
@@ -108,7 +112,8 @@ def test_distribution_rejects_a_wrong_temperature_rule(monkeypatch):
     prop_sampled_distribution(cfg, DEVICE)
     right = sampler.filtered_probs
     monkeypatch.setattr(sampler, "filtered_probs",  # T applied twice: support unchanged
-                        lambda x, t, *a, **k: right(x, t * t, *a, **k))
+                        lambda x, *, temperature, **k: right(x, temperature=temperature ** 2,
+                                                             **k))
     _fails("sampled_distribution", prop_sampled_distribution, cfg, DEVICE)
 
 
@@ -136,8 +141,8 @@ def test_streams_law_rejects_batch_keyed_coins(monkeypatch):
     cfg = StreamConfig(3, 2, 3, 10, n=512)
     right = sampler.batch_sampling
 
-    def by_index(reqs, seed, positions, *a, **k):  # keyed by place in batch, not position
-        return right(reqs, seed, list(range(len(reqs))), *a, **k)
+    def by_index(reqs, *, positions, **k):  # keyed by place in batch, not position
+        return right(reqs, positions=list(range(len(reqs))), **k)
     import harness.laws.random_streams as law
     monkeypatch.setattr(law, "batch_sampling", by_index)
     _fails("random_streams", prop_random_streams, cfg, DEVICE)
@@ -184,8 +189,9 @@ def test_structure_rejects_stale_rows_in_a_shrinking_bucket(monkeypatch):
     prop_structure(cfg, DEVICE)
     right = graph_runner.pad_inputs
 
-    def no_refill(specs, live, bs, size, out=None, dirty=None):  # rows past bs left stale
-        return right(specs, live, bs, size, out, None if out is None else {})
+    def no_refill(specs, *, live, bs, size, out=None, dirty=None):  # rows past bs left stale
+        return right(specs, live=live, bs=bs, size=size, out=out,
+                     dirty=None if out is None else {})
     monkeypatch.setattr(graph_runner, "pad_inputs", no_refill)
     with pytest.raises(OracleFailure):
         prop_structure(cfg, DEVICE)
@@ -261,10 +267,8 @@ def test_overlap_law_rejects_a_wrong_coin_candidate(monkeypatch):
     import specdec.rounds as rounds
     real = rounds.batch_sampling
 
-    def off_by_one(*args):
-        if len(args) > 7 and args[7] is not None:
-            args = (*args[:7], args[7] + 1)
-        return real(*args)
+    def off_by_one(reqs, *, offsets=None, **kw):
+        return real(reqs, offsets=None if offsets is None else offsets + 1, **kw)
     monkeypatch.setattr(rounds, "batch_sampling", off_by_one)
     _fails("overlap_equals_sync", prop_overlap_equals_sync, cfg, DEVICE)
 

@@ -157,7 +157,7 @@ def test_retraction_resumes_token_identically(spec):
     rids = [eng.add_request(p, 16) for p in prompts]
     outs = _drain(eng)
     assert eng.scheduler.retractions > 0
-    ref, margins = greedy_baseline("tiny", prompts, 16, "cpu")
+    ref, margins = greedy_baseline("tiny", prompts=prompts, max_new_tokens=16, device="cpu")
     check_lossless([outs[r].tokens for r in rids], ref, margins, eng.dtype)
     assert all(outs[r].finish_reason == "length" for r in rids)
 
@@ -168,7 +168,7 @@ def test_stop_token_and_abort():
     full = eng.generate([prompt], max_new_tokens=12)[0]
     stop = full[4]
     cut = full[:full.index(stop) + 1]
-    assert eng.generate([prompt], 12, sampling=SamplingParams(stop_token_ids=(stop,)))[0] == cut
+    assert eng.generate([prompt], max_new_tokens=12, sampling=SamplingParams(stop_token_ids=(stop,)))[0] == cut
     a = eng.add_request(prompt, 12, SamplingParams(stop_token_ids=(stop,)))
     b = eng.add_request(prompt, 12)
     eng.step()

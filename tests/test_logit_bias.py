@@ -48,7 +48,8 @@ def test_bias_moves_the_logits_it_names_and_no_other():
 
 @pytest.mark.parametrize("draft", ["eagle", "self", "perturbed"])
 def test_drafters_carry_the_targets_bias(draft):
-    eng = Engine(model="tiny+bias:0=30", spec=SpecConfig(1, 3, 4), draft=draft, seed=2)
+    eng = Engine(model="tiny+bias:0=30", spec=SpecConfig(topk=1, num_steps=3, num_draft_tokens=4),
+                 draft=draft, seed=2)
     out = eng.generate([[5, 6, 7]], max_new_tokens=8)[0]
     assert out == [0] * 8  # a bias of 30 outweighs every other logit of the tiny model
     assert eng.stats.accepted == eng.stats.drafted  # every draft was 0 as well

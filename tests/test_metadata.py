@@ -35,8 +35,10 @@ def test_decode_metadata_equals_the_packed_rows_build(data):
     seq_t = torch.tensor(seq)
     rows_t = torch.tensor(rows)
     write = req_to_token[rows_t, seq_t].long()
-    fb = ForwardBatch(ForwardMode.DECODE, torch.zeros(bs, dtype=torch.int64), seq_t, write,
-                      rows_t, seq_t, seq_t, extend_lens=torch.ones(bs, dtype=torch.int64))
+    fb = ForwardBatch(mode=ForwardMode.DECODE, input_ids=torch.zeros(bs, dtype=torch.int64),
+                      positions=seq_t, out_cache_loc=write,
+                      req_pool_indices=rows_t, seq_lens=seq_t, kv_prefix_lens=seq_t,
+                      extend_lens=torch.ones(bs, dtype=torch.int64))
     fast = build_metadata(fb, req_to_token, page_size)
     packed = build_metadata(dataclasses.replace(fb, mode=ForwardMode.EXTEND), req_to_token,
                             page_size)

@@ -42,9 +42,11 @@ def test_draft_steps_share_what_each_step_builds(topk, steps, page_size):
     out_cache_loc = torch.arange(n * steps, dtype=torch.int64) + 1000
 
     def fb(step):
-        return ForwardBatch(ForwardMode.DRAFT_DECODE, torch.zeros(n, dtype=torch.int64),
-                            torch.zeros(n, dtype=torch.int64), out_cache_loc, rows, prefix - 1,
-                            prefix, topk=topk, num_steps=steps, draft_step=step)
+        return ForwardBatch(mode=ForwardMode.DRAFT_DECODE,
+                            input_ids=torch.zeros(n, dtype=torch.int64),
+                            positions=torch.zeros(n, dtype=torch.int64),
+                            out_cache_loc=out_cache_loc, req_pool_indices=rows, seq_lens=prefix - 1,
+                            kv_prefix_lens=prefix, topk=topk, num_steps=steps, draft_step=step)
 
     shared = build_draft_decode_metadata([fb(i) for i in range(steps - 1)], r2t, page_size)
     assert len(shared) == steps - 1
@@ -73,8 +75,11 @@ def test_a_given_request_page_table_changes_nothing(mode):
           else {"extend_lens": torch.full((bs,), ndt)})
 
     def fb(table):
-        return ForwardBatch(mode, torch.zeros(n, dtype=torch.int64), torch.zeros(n, dtype=torch.int64),
-                            torch.arange(n, dtype=torch.int64), rows, seq, seq, req_page_table=table,
+        return ForwardBatch(mode=mode, input_ids=torch.zeros(n, dtype=torch.int64),
+                            positions=torch.zeros(n, dtype=torch.int64),
+                            out_cache_loc=torch.arange(n, dtype=torch.int64),
+                            req_pool_indices=rows, seq_lens=seq, kv_prefix_lens=seq,
+                            req_page_table=table,
                             **kw)
 
     given = request_page_table(r2t, rows, page_size)

@@ -101,8 +101,9 @@ def test_eager_vs_graph_oracle(run):
 def test_lossless_oracle(run):
     eng, out = run
     prompts = prompts_for(CFG, eng.cfg.vocab_size)
-    ref, margins = greedy_baseline(CFG.model, prompts, CFG.max_new_tokens, DEVICE, "float32",
-                                   CFG.seed % 1000)
+    ref, margins = greedy_baseline(CFG.model, prompts=prompts, max_new_tokens=CFG.max_new_tokens,
+                                   device=DEVICE, dtype="float32",
+                                   seed=CFG.seed % 1000)
     check_lossless(out, ref, margins, eng.dtype)
     bad = copy.deepcopy(out)
     bad[0][3] = (bad[0][3] + 1) % eng.cfg.vocab_size

@@ -18,7 +18,7 @@ DEVICE = default_device()
 PROMPTS = [[1, 2, 3, 4, 5], [7, 8, 9], [11, 12, 13, 14]]
 
 
-def _engine(spec=SpecConfig(1, 3, 4), **kw):
+def _engine(spec=SpecConfig(topk=1, num_steps=3, num_draft_tokens=4), **kw):
     return Engine("tiny", spec=spec, device=DEVICE, max_context=96, overlap=True, **kw)
 
 
@@ -56,7 +56,8 @@ def test_row_state_inputs_skip_only_gathers_that_change_nothing(data):
             assert not torch.equal(wrong[i], want[i])
 
 
-@pytest.mark.parametrize("spec", [None, SpecConfig(2, 2, 4)], ids=["decode", "spec"])
+@pytest.mark.parametrize("spec", [None, SpecConfig(topk=2, num_steps=2, num_draft_tokens=4)],
+                         ids=["decode", "spec"])
 def test_round_i_plus_1_is_launched_before_round_i_is_waited(monkeypatch, spec):
     """With overlap on, the host waits for round i only after round i+1 is queued; and it
     waits for every round it launched."""

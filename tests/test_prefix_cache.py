@@ -11,7 +11,7 @@ from specdec import Engine, SpecConfig
 from specdec.memory.allocator import TREE, PageAllocator
 from specdec.prefix_cache import RadixTree
 
-SPEC = SpecConfig(1, 3, 4)
+SPEC = SpecConfig(topk=1, num_steps=3, num_draft_tokens=4)
 
 
 def _engine(**kw) -> Engine:

@@ -48,7 +48,9 @@ def draft_tree(c):
     topk_p, topk_index = forward(bs)
     hidden, scores, lists = torch.zeros(bs, 1, device=DEVICE), None, ([], [], [])
     for i in range(steps):
-        _, hidden, scores, info = select_top_k_tokens(i, topk_p, topk_index, hidden, scores, topk)
+        _, hidden, scores, info = select_top_k_tokens(i, topk_p=topk_p, topk_index=topk_index,
+                                                      hidden_states=hidden, scores=scores,
+                                                      topk=topk)
         for lst, x in zip(lists, info):
             lst.append(x)
         if i < steps - 1:
@@ -133,7 +135,8 @@ def verify_mismatches(predicts, accept_index, accept_num, results, ndt, sentinel
 def compaction_mismatches(x, accept_index, accept_lens, paths, table, pool_idx, seq_lens, bs, ndt):
     bad, width = [], accept_index.shape[1]
     got = compact_accepted_to_front(x, accept_index, bs, ndt).view(bs, ndt, -1).cpu()
-    tgt, src = accepted_kv_moves(table, pool_idx, seq_lens, accept_index, accept_lens, ndt)
+    tgt, src = accepted_kv_moves(table, req_pool_indices=pool_idx, seq_lens=seq_lens,
+                                 accept_index=accept_index, accept_lens=accept_lens, ndt=ndt)
     tgt, src, rows = tgt.view(bs, width).tolist(), src.view(bs, width).tolist(), x.view(bs, ndt, -1).cpu()
     for b, path in enumerate(paths):
         if got[b].tolist() != RT.compact(rows[b].tolist(), path, width):
@@ -370,7 +373,7 @@ def test_chain_selection_is_the_general_rule_with_one_child(bs, i):
     topk_index = torch.randint(0, VOCAB, (bs, 1), generator=gen)
     hidden = torch.randn(bs, 5, generator=gen)
     ids, h, new_scores, (expand, tokens, parents) = select_top_k_tokens(
-        i, topk_p, topk_index, hidden, scores, 1)
+        i, topk_p=topk_p, topk_index=topk_index, hidden_states=hidden, scores=scores, topk=1)
     assert torch.equal(ids, topk_index.flatten())
     assert torch.equal(h, hidden)
     assert torch.equal(new_scores, scores * topk_p) and new_scores.shape == (bs, 1)

@@ -37,14 +37,16 @@ def engine(draft: str, shape: str) -> Engine:
 @pytest.mark.parametrize("draft,shape,filt", CASES)
 def test_sampled_tokens_follow_target(draft, shape, filt):
     temperature, top_k, top_p = filt
-    check_sampled_distribution(engine(draft, shape), PROMPT, N, temperature, top_k, top_p,
+    check_sampled_distribution(engine(draft, shape), prompt=PROMPT, n=N, temperature=temperature,
+                               top_k=top_k, top_p=top_p,
                                seed=1000)
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))
 def test_biased_acceptance_is_caught(shape):
     eng = engine("self", shape)
-    check_sampled_distribution(eng, PROMPT, N, 1.0, 8, seed=2000)  # unbiased: passes
+    check_sampled_distribution(eng, prompt=PROMPT, n=N, temperature=1.0, top_k=8,
+                               seed=2000)  # unbiased: passes
     eng.rounds.verifier.threshold_acc = 0.3  # accepts a draft when coin <= q / 0.3
     with pytest.raises(OracleFailure, match="sampled_distribution"):
-        check_sampled_distribution(eng, PROMPT, N, 1.0, 8, seed=2000)
+        check_sampled_distribution(eng, prompt=PROMPT, n=N, temperature=1.0, top_k=8, seed=2000)

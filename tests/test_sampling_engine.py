@@ -31,14 +31,14 @@ def eng(request):
 
 
 def test_seed_reproducible(eng):
-    a = eng.generate(PROMPTS, N, temperature=1.0, seed=5)
-    assert a == eng.generate(PROMPTS, N, temperature=1.0, seed=5)
-    assert a != eng.generate(PROMPTS, N, temperature=1.0, seed=6)
+    a = eng.generate(PROMPTS, max_new_tokens=N, temperature=1.0, seed=5)
+    assert a == eng.generate(PROMPTS, max_new_tokens=N, temperature=1.0, seed=5)
+    assert a != eng.generate(PROMPTS, max_new_tokens=N, temperature=1.0, seed=6)
     # seed=None derives per-request seeds from the engine seed and the request id (ids
     # advance across calls, so compare two fresh engines).
     fresh = [Engine(model="tiny", spec=eng.spec, device=DEVICE, max_batch=6, max_context=64)
              for _ in range(2)]
-    outs = [f.generate(PROMPTS, N, temperature=1.0) for f in fresh]
+    outs = [f.generate(PROMPTS, max_new_tokens=N, temperature=1.0) for f in fresh]
     assert outs[0] == outs[1]
     assert all(0 <= t < 320 for o in a for t in o)
     eng.check_accounting()
@@ -48,17 +48,17 @@ def test_batch_composition_invariance(eng):
     """A request's sampled tokens are the same alone and beside others (greedy, other seeds,
     top-k / top-p neighbours), at any position in the batch."""
     me = SP(1.0, top_k=20, top_p=0.95, seed=123)
-    alone = eng.generate([PROMPTS[0]], N, sampling=[me])[0]
+    alone = eng.generate([PROMPTS[0]], max_new_tokens=N, sampling=[me])[0]
     others = [SP(), SP(1.3, seed=7), SP(0.8, top_k=5, seed=9)]
     for where in (0, 3):
         sp = others[:where] + [me] + others[where:]
         prompts = PROMPTS[1:][:where] + [PROMPTS[0]] + PROMPTS[1:][where:]
-        assert eng.generate(prompts, N, sampling=sp)[where] == alone
+        assert eng.generate(prompts, max_new_tokens=N, sampling=sp)[where] == alone
 
 
 def test_greedy_unchanged_beside_sampled(eng):
-    greedy = eng.generate(PROMPTS, N)
-    mixed = eng.generate(PROMPTS, N, sampling=[SP(), SP(1.0, seed=1), SP(), SP(2.0, seed=2)])
+    greedy = eng.generate(PROMPTS, max_new_tokens=N)
+    mixed = eng.generate(PROMPTS, max_new_tokens=N, sampling=[SP(), SP(1.0, seed=1), SP(), SP(2.0, seed=2)])
     assert mixed[0] == greedy[0] and mixed[2] == greedy[2]
     assert mixed[1] != greedy[1] or mixed[3] != greedy[3]  # sampling did something
 
@@ -66,7 +66,7 @@ def test_greedy_unchanged_beside_sampled(eng):
 def test_first_token_same_with_and_without_spec():
     """The prefill token's coin is keyed by (seed, position) alone: the speculative engine and
     the plain-decode baseline draw the same first token from the same target."""
-    firsts = [[o[0] for o in engine(s).generate(PROMPTS, 1, temperature=1.0, seed=40)]
+    firsts = [[o[0] for o in engine(s).generate(PROMPTS, max_new_tokens=1, temperature=1.0, seed=40)]
               for s in SPECS]
     assert firsts[0] == firsts[1] == firsts[2]
 
@@ -75,10 +75,10 @@ def test_first_token_same_with_and_without_spec():
 @pytest.mark.parametrize("spec", list(SPECS))
 def test_graph_standin_samples_like_eager(spec):
     sp = [SP(1.0, seed=3), SP(), SP(1.5, top_k=10, seed=4), SP(0.7, top_p=0.8, seed=5)]
-    eager = engine(spec).generate(PROMPTS, N, sampling=sp)
+    eager = engine(spec).generate(PROMPTS, max_new_tokens=N, sampling=sp)
     graph = engine(spec, cuda_graph=True, cuda_graph_bs=[1, 2, 4])
-    assert graph.generate(PROMPTS, N, sampling=sp) == eager
-    assert graph.generate(PROMPTS[:3], N, sampling=sp[:3]) == eager[:3]  # padded replay
+    assert graph.generate(PROMPTS, max_new_tokens=N, sampling=sp) == eager
+    assert graph.generate(PROMPTS[:3], max_new_tokens=N, sampling=sp[:3]) == eager[:3]  # padded replay
 
 
 @pytest.mark.parametrize("vocab", [100, 8193])
@@ -88,5 +88,5 @@ def test_ids_below_odd_vocab(vocab):
     prompts = make_prompts(seed=vocab, batch_size=3, vocab_size=vocab, max_len=6)
     for spec in (None, SpecConfig(topk=2, num_steps=2, num_draft_tokens=4)):
         eng = Engine(model=cfg, spec=spec, device=DEVICE, max_batch=3, max_context=32)
-        out = eng.generate(prompts, 10, temperature=1.0, seed=vocab)
+        out = eng.generate(prompts, max_new_tokens=10, temperature=1.0, seed=vocab)
         assert all(0 <= t < vocab for o in out for t in o), out

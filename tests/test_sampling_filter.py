@@ -31,17 +31,20 @@ def test_generated_cases_pass(case):
     prop_sampling_filter(case, DEVICE)
 
 
-def _boundary_kept(logits, temperature, top_k, top_p, *flags):
-    return RIGHT(logits, temperature, top_k, torch.where(top_p < 1, top_p + 1e-6, top_p), *flags)
+def _boundary_kept(logits, *, temperature, top_k, top_p, **flags):
+    return RIGHT(logits, temperature=temperature, top_k=top_k,
+                 top_p=torch.where(top_p < 1, top_p + 1e-6, top_p), **flags)
 
 
-def _temperature_ignored(logits, temperature, top_k, top_p, *flags):
-    return RIGHT(logits, torch.ones_like(temperature), top_k, top_p, *flags)
+def _temperature_ignored(logits, *, temperature, top_k, top_p, **flags):
+    return RIGHT(logits, temperature=torch.ones_like(temperature), top_k=top_k, top_p=top_p,
+                 **flags)
 
 
-def _ties_dropped(logits, temperature, top_k, top_p, *flags):
+def _ties_dropped(logits, *, temperature, top_k, top_p, **flags):
     """Top-k by index (torch.topk): exactly k tokens, a tie with the k-th cut."""
-    probs = RIGHT(logits, temperature, torch.zeros_like(top_k), top_p, *flags)
+    probs = RIGHT(logits, temperature=temperature, top_k=torch.zeros_like(top_k), top_p=top_p,
+                  **flags)
     k = torch.where(top_k > 0, top_k, logits.shape[-1]).clamp(max=logits.shape[-1])
     rank = torch.argsort(torch.argsort(logits, dim=-1, descending=True, stable=True), dim=-1)
     probs = probs.masked_fill(rank >= k[:, None, None], 0.0)
@@ -60,12 +63,13 @@ def test_planted_mistakes_fail(monkeypatch, planted, kind):
     assert _failures(cases, ""), f"{planted.__name__} passed every case"
 
 
-def _top_p(logits, temperature, top_k, top_p, cut_k, cut_p, *, guard):
+def _top_p(logits, *, temperature, top_k, top_p, cut_k, cut_p, guard):
     """The engine's top-p as it was: the mass before each token by a float32 cumsum of the
     float32 softmax, compared with top_p (not with top_p times the row's total); the
     top_p < 1 guard kept or not. Renormalises only rows with top_p < 1, so that what fails is
     the cut, not the bits of an uncut row."""
-    probs = RIGHT(logits, temperature, top_k, torch.ones_like(top_p), cut_k, False)
+    probs = RIGHT(logits, temperature=temperature, top_k=top_k, top_p=torch.ones_like(top_p),
+                  cut_k=cut_k, cut_p=False)
     if not cut_p:
         return probs
     p_sorted, order = torch.sort(probs, dim=-1, descending=True)
@@ -77,23 +81,26 @@ def _top_p(logits, temperature, top_k, top_p, cut_k, cut_p, *, guard):
     return torch.where(top_p < 1.0, probs / probs.sum(-1, keepdim=True), probs)
 
 
-def _guard_dropped_fp32_mass(logits, temperature, top_k, top_p, cut_k=True, cut_p=True):
+def _guard_dropped_fp32_mass(logits, *, temperature, top_k, top_p, cut_k=True, cut_p=True):
     """No top_p < 1 guard, float32 mass: at top_p = 1 a tail whose rounded mass before
     reaches 1.0 is cut."""
-    return _top_p(logits, temperature, top_k, top_p, cut_k, cut_p, guard=False)
+    return _top_p(logits, temperature=temperature, top_k=top_k, top_p=top_p, cut_k=cut_k,
+                  cut_p=cut_p, guard=False)
 
 
-def _fp32_mass_near_one(logits, temperature, top_k, top_p, cut_k=True, cut_p=True):
+def _fp32_mass_near_one(logits, *, temperature, top_k, top_p, cut_k=True, cut_p=True):
     """The guard kept, float32 mass against top_p: at top_p just below 1 (0.9999..0.999999)
     the float32 softmax's error in its own sum over a long tail (up to ~1e-4) cuts tokens
     whose true mass before is well below top_p."""
-    return _top_p(logits, temperature, top_k, top_p, cut_k, cut_p, guard=True)
+    return _top_p(logits, temperature=temperature, top_k=top_k, top_p=top_p, cut_k=cut_k,
+                  cut_p=cut_p, guard=True)
 
 
-def _always_renormalised(logits, temperature, top_k, top_p, cut_k=True, cut_p=True):
+def _always_renormalised(logits, *, temperature, top_k, top_p, cut_k=True, cut_p=True):
     """probs / probs.sum() on every row, filters off or not: the support and every value
     within 1e-7, but not the plain softmax's bits."""
-    probs = RIGHT(logits, temperature, top_k, top_p, cut_k, cut_p)
+    probs = RIGHT(logits, temperature=temperature, top_k=top_k, top_p=top_p, cut_k=cut_k,
+                  cut_p=cut_p)
     return probs / probs.sum(-1, keepdim=True)
 
 

@@ -11,7 +11,7 @@ from specdec import Engine, SpecConfig
 from specdec.tp.group import TPGroup, TPWorkerError
 from specdec.tp.replicate import TPDivergence
 
-SPEC = SpecConfig(1, 3, 4)
+SPEC = SpecConfig(topk=1, num_steps=3, num_draft_tokens=4)
 
 
 @pytest.mark.parametrize("tp_size,match", [
@@ -58,12 +58,12 @@ def _visible_gpus(engine):
     return os.environ.get("CUDA_VISIBLE_DEVICES")
 
 
-def _gil_hog(rank, errors, beat):
+def _gil_hog(rank, *, errors, heartbeat):
     """A worker that beats, then holds the GIL in one C call that never ends (killed)."""
     import os
     import time
     from specdec.tp.worker import start_daemons
-    start_daemons(os.getppid(), beat)
+    start_daemons(os.getppid(), heartbeat)
     time.sleep(1.0)
     sum(range(10**12))
 
@@ -78,7 +78,7 @@ def test_a_worker_starved_of_the_gil_is_not_hung_until_stopped(monkeypatch):
     import time
     from specdec.tp import workers
     monkeypatch.setattr(workers, "HANG_S", 0.5)
-    w = workers.Workers(multiprocessing.get_context("spawn"), 2, _gil_hog, ())
+    w = workers.Workers(multiprocessing.get_context("spawn"), 2, _gil_hog, {})
     proc = w.procs[1]
     try:
         deadline = time.monotonic() + 60
@@ -152,7 +152,7 @@ def test_tp_lifecycle_errors_and_checks():
             eng.add_request([1, 2, 999])
         with pytest.raises(ValueError, match=r"abort\(77\): no live request"):
             eng.abort(77)
-        assert eng.generate([[5, 6]], 4) == single.generate([[5, 6]], 4)
+        assert eng.generate([[5, 6]], max_new_tokens=4) == single.generate([[5, 6]], max_new_tokens=4)
         pids = eng.tp_each(_pid)
         with pytest.raises(RuntimeError, match=r"one tensor-parallel Engine per process"):
             _engine()
@@ -166,7 +166,7 @@ def test_tp_lifecycle_errors_and_checks():
         with pytest.raises(TPWorkerError, match=r"tp rank 1: ValueError: boom on the worker"):
             third.tp_each(_boom)
         with pytest.raises(RuntimeError, match=r"group failed earlier"):
-            third.generate([[1]], 2)
+            third.generate([[1]], max_new_tokens=2)
     assert TPGroup._current is None or not TPGroup._current.in_use
 
 

@@ -45,7 +45,8 @@ from specdec.tp.replicate import TPDivergence
 DEVICE = sys.argv[1]
 
 def build(**kw):
-    return Engine(spec=SpecConfig(1, 3, 4), max_batch=4, max_context=64, tp_size=2,
+    return Engine(spec=SpecConfig(topk=1, num_steps=3, num_draft_tokens=4), max_batch=4,
+                  max_context=64, tp_size=2,
                   device=DEVICE, **kw)
 
 def worker_pid(engine):
@@ -71,22 +72,22 @@ ENDINGS = {
     # hold NCCL collectives: they must go before the communicators (specdec/tp/captured.py).
     "dropped_with_close_open_at_exit": """
     dropped = build()
-    dropped.generate([[1, 2, 3]], 4)
+    dropped.generate([[1, 2, 3]], max_new_tokens=4)
     del dropped
     with build() as again:
-        again.generate([[1, 2, 3]], 4)
+        again.generate([[1, 2, 3]], max_new_tokens=4)
     closed = build(cuda_graph=True, cuda_graph_bs=[1, 2])
-    closed.generate([[1, 2, 3]], 4)
+    closed.generate([[1, 2, 3]], max_new_tokens=4)
     closed.close()
     left_open = build(cuda_graph=True, cuda_graph_bs=[1, 2])
-    say("tokens", left_open.generate([[1, 2, 3]], 4))
+    say("tokens", left_open.generate([[1, 2, 3]], max_new_tokens=4))
     """,
     # A fault makes the ranks diverge (one pads and replays, the other runs eager).
     "ranks_diverge": """
     with faults.active("tp_rank_divergent_padding"):
         eng = build(cuda_graph=True, cuda_graph_bs=[2, 4])
         try:
-            eng.generate([[1, 2, 3], [4, 5], [6]], 6)
+            eng.generate([[1, 2, 3], [4, 5], [6]], max_new_tokens=6)
         except TPDivergence as exc:
             say("diverged", str(exc).splitlines()[0])
     """,
@@ -97,7 +98,7 @@ ENDINGS = {
     faulthandler.dump_traceback_later(25)  # before EXIT_BOUND_S from the signal: the stacks
     try:
         while True:
-            eng.generate([[1, 2, 3], [4, 5]], 8)
+            eng.generate([[1, 2, 3], [4, 5]], max_new_tokens=8)
     except TPWorkerError as exc:
         say("named", time.monotonic(), ":", repr(str(exc)))
     """,
@@ -105,7 +106,7 @@ ENDINGS = {
     # cannot finish, so the teardown must time out, kill and abort.
     "worker_stopped_at_exit": """
     eng = build()
-    eng.generate([[1, 2, 3]], 4)
+    eng.generate([[1, 2, 3]], max_new_tokens=4)
     say("worker", eng.tp_each(worker_pid)[1])
     sys.stdin.readline()
     """,

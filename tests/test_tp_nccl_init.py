@@ -22,7 +22,7 @@ SCRIPT = textwrap.dedent("""
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     t0 = time.monotonic()
-    pg.init_groups(0, 1, "cuda", port, torch.cuda.current_device())
+    pg.init_groups(0, world=1, device_type="cuda", port=port, cuda_index=torch.cuda.current_device())
     print("runtime connect", os.environ.get("NCCL_RUNTIME_CONNECT"))
     print("ended", pg.end_groups(healthy=True), round(time.monotonic() - t0, 1))
 """)

@@ -26,7 +26,7 @@ TRIALS = 20            # every one named right
 CONTROL_TRIALS = 300   # the negative control: stops at the first misnamed one (a trial ~10 ms)
 
 
-def _sleeping_worker(rank, errors, beat):
+def _sleeping_worker(rank, *, errors, heartbeat):
     time.sleep(600)
 
 
@@ -35,7 +35,7 @@ def _misnamed(workers_cls, trials: int, stop_at_first: bool) -> list[str]:
     the main thread's failure(). Returns the names that do not say the signal."""
     bad = []
     for _ in range(trials):
-        workers = workers_cls(mp.get_context("spawn"), 2, _sleeping_worker, ())
+        workers = workers_cls(mp.get_context("spawn"), 2, _sleeping_worker, {})
         stop = threading.Event()
 
         def watch():

@@ -135,7 +135,8 @@ def test_fixture_generates_and_drafts_well(capsys):
     is printed (a measurement, not asserted beyond > 1: a trained head accepts something)."""
     target, eagle, _, heldout = trained_pair_paths()
     prompts = [p[:64] for p in json.load(open(heldout, encoding="utf-8"))["prompts"][:4]]
-    eng = Engine(model=target, draft=eagle, spec=SpecConfig(1, 3, 4), device="cpu",
+    eng = Engine(model=target, draft=eagle, spec=SpecConfig(topk=1, num_steps=3,
+                                                            num_draft_tokens=4), device="cpu",
                  dtype="float32", max_context=128, max_batch=4)
     new = 12
     outs = eng.generate(prompts, max_new_tokens=new)
@@ -158,7 +159,9 @@ def test_head_unroll_is_what_the_engine_drafts(monkeypatch):
     Fails if the shift, the feature feedback or the unroll mask differ from drafting."""
     target_dir, eagle_dir, _, heldout = trained_pair_paths()
     p = json.load(open(heldout, encoding="utf-8"))["prompts"][1][:32]
-    eng = Engine(model=target_dir, draft=eagle_dir, spec=SpecConfig(1, 3, 4), device="cpu",
+    eng = Engine(model=target_dir, draft=eagle_dir, spec=SpecConfig(topk=1, num_steps=3,
+                                                                    num_draft_tokens=4),
+                                                                    device="cpu",
                  dtype="float32", max_context=96, max_batch=1)
     eng.recorder = TraceRecorder(page_size=1, keep_kv_slots=False)
     eng.generate([p], max_new_tokens=4)

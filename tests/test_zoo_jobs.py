@@ -21,8 +21,8 @@ def _verdict(rows):
 
 def test_parallel_jobs_give_the_sequential_rows():
     out = io.StringIO()
-    parallel = zoo("cpu", "ci", FAULTS, out=out, jobs=2)
-    sequential = zoo("cpu", "ci", FAULTS, out=io.StringIO(), in_process=True)
+    parallel = zoo("cpu", profile_name="ci", names=FAULTS, out=out, jobs=2)
+    sequential = zoo("cpu", profile_name="ci", names=FAULTS, out=io.StringIO(), in_process=True)
     assert [r.fault for r in parallel] == FAULTS
     assert _verdict(parallel) == _verdict(sequential)
     assert all(r.caught and r.declared_caught for r in parallel)

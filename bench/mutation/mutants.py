@@ -146,3 +146,29 @@ M += [
  ("rope_store_skips_split_start", "kernels/attention.py",
   "if (start <= last) & (last < end):", "if (start < last) & (last < end):"),
 ]
+
+
+def stale(root: str) -> dict[str, str]:
+    """Each mutant whose text does not occur exactly once in the file it names (one that no
+    longer applies measures nothing: six had gone stale through refactors)."""
+    import os
+    names = [m[0] for m in M]
+    out = {n: "name repeats" for n in names if names.count(n) > 1}
+    for name, path, old, new in M:
+        with open(os.path.join(root, path)) as f:
+            n = f.read().count(old)
+        if n != 1 or old == new:
+            out[name] = f"{path}: found {n} times" if n != 1 else "changes nothing"
+    return out
+
+
+if __name__ == "__main__":
+    # `python bench/mutation/mutants.py`: whether every mutant still applies to this checkout.
+    # A source-text check, so it lives here and in .ci/run's own stage, never in the gate: an
+    # edit of a mutated line (a planted bug, say) must fail a behavioural law first.
+    import os
+    import sys
+    bad = stale(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    print(f"{len(M)} mutants, {len(bad)} stale" + "".join(f"\n  {k}: {v}" for k, v in bad.items()))
+    sys.exit(1 if bad else 0)
+

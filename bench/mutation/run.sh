@@ -6,6 +6,7 @@
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUT=$(mkdir -p "$1" && cd "$1" && pwd); shift
+python3 "$ROOT/bench/mutation/mutants.py" || exit 1   # every mutant still applies
 for name in "$@"; do
   T=$(mktemp -d)
   (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$T")
@@ -17,7 +18,7 @@ p = f"{tree}/{f}"; s = open(p).read()
 assert s.count(old) == 1, (name, s.count(old)); open(p, "w").write(s.replace(old, new))
 PY
   t0=$(date +%s)
-  (cd "$T" && SPECDEC_MUTANT="$name" PYTHONPATH="$T" timeout 1500 python3 -m pytest -n 2 -x -q -p no:cacheprovider > "$OUT/$name.log" 2>&1); rc=$?
+  (cd "$T" && PYTHONPATH="$T" timeout 1500 python3 -m pytest -n 2 -x -q -p no:cacheprovider > "$OUT/$name.log" 2>&1); rc=$?
   first=$(grep -m1 -E "^FAILED|^ERROR" "$OUT/$name.log")
   echo "$name rc=$rc $(( $(date +%s) - t0 ))s $(tail -1 "$OUT/$name.log") :: $first" >> "$OUT/results"
   rm -rf "$T"

@@ -51,4 +51,4 @@ REPRODUCED_ON = ("0.5.8",)
 DEVICE = None  # the GPU when there is one, else the interpreter
 
 if __name__ == "__main__":
-    main(LAW, ENGINE, FOUND_ON, SEED, KNOBS, DEVICE)
+    main(LAW, engine=ENGINE, found_on=FOUND_ON, seed=SEED, knobs=KNOBS, device=DEVICE)

@@ -8,7 +8,7 @@ harness check --engine transformers --with-known` (adapter setting pad_token_id=
   "engine": "transformers", "max_new_tokens": 2, "max_prompt_len": 8, "n": 0,
   "seed": 16964, "settings": {"dtype": "float32", "model_seed": 0, "pad_token_id": 0},
   "spec": {"draft_length": null, "drafter": "self", "extra": [["schedule", "constant"],
-  ["confidence", 0.0], ["ngram", 1]], "tree_width": 1}, "temperature": 0.0, "top_k": 0,
+  ["confidence", 0.0], ["ngram", 1]], "topk": 1}, "temperature": 0.0, "top_k": 0,
   "top_p": 1.0}'
 
 What happens (transformers 5.24, generation/utils.py): generate() drops an attention_mask
@@ -47,7 +47,7 @@ from harness.laws import engine_self_draft
 CASE = json.loads("""{"batch_size": 1, "engine": "transformers", "max_new_tokens": 2,
 "max_prompt_len": 8, "n": 0, "seed": 16964, "settings": {"dtype": "float32", "model_seed": 0,
 "pad_token_id": 0}, "spec": {"draft_length": null, "drafter": "self", "extra": [["schedule",
-"constant"], ["confidence", 0.0], ["ngram", 1]], "tree_width": 1}, "temperature": 0.0,
+"constant"], ["confidence", 0.0], ["ngram", 1]], "topk": 1}, "temperature": 0.0,
 "top_k": 0, "top_p": 1.0}""")
 PROMPT = (261, 122, 0, 19, 5, 0, 33)  # contains token 0 twice
 SPEC = Spec("self", 4, 1, (("schedule", "constant"), ("confidence", 0.0)))

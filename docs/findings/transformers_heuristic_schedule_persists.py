@@ -9,7 +9,7 @@ replays in a fresh process:
   "engine": "transformers", "max_new_tokens": 16, "max_prompt_len": 8, "n": 0,
   "seed": 0, "settings": {"dtype": "float32", "model_seed": 0, "pad_token_id": null},
   "spec": {"draft_length": null, "drafter": "other", "extra": [["schedule", "heuristic"],
-  ["confidence", 0.0], ["ngram", 2]], "tree_width": null}, "temperature": 1.0, "top_k": 0,
+  ["confidence", 0.0], ["ngram", 2]], "topk": null}, "temperature": 1.0, "top_k": 0,
   "top_p": 1.0}'
 
 What happens (transformers 5.24, generation/utils.py, end of _assisted_decoding): the
@@ -45,7 +45,7 @@ from harness.laws import engine_seeded_determinism
 CASE = json.loads("""{"batch_size": 1, "engine": "transformers", "max_new_tokens": 16,
 "max_prompt_len": 8, "n": 0, "seed": 0, "settings": {"dtype": "float32", "model_seed": 0,
 "pad_token_id": null}, "spec": {"draft_length": null, "drafter": "other", "extra": [["schedule",
-"heuristic"], ["confidence", 0.0], ["ngram", 2]], "tree_width": null}, "temperature": 1.0,
+"heuristic"], ["confidence", 0.0], ["ngram", 2]], "topk": null}, "temperature": 1.0,
 "top_k": 0, "top_p": 1.0}""")
 SPEC = Spec("other", None, None, (("schedule", "heuristic"), ("confidence", 0.0)))
 

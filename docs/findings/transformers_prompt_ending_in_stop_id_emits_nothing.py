@@ -11,7 +11,7 @@ case replays on CPU too:
   "engine": "transformers", "max_new_tokens": 1, "max_prompt_len": 1, "n": 0, "seed": 1,
   "settings": {"dtype": "float32", "model_seed": 0, "pad_token_id": null}, "spec":
   {"draft_length": null, "drafter": "other", "extra": [["schedule", "constant"],
-  ["confidence", 0.0], ["ngram", 1]], "tree_width": null}, "temperature": 0.0, "top_k": 0,
+  ["confidence", 0.0], ["ngram", 1]], "topk": null}, "temperature": 0.0, "top_k": 0,
   "top_p": 1.0}'
 
 (prompt [291], stops [114, 291]: the law draws stop ids from the prompt too.)
@@ -52,7 +52,7 @@ from harness.laws import engine_finish
 CASE = json.loads("""{"batch_size": 1, "engine": "transformers", "max_new_tokens": 1,
 "max_prompt_len": 1, "n": 0, "seed": 1, "settings": {"dtype": "float32", "model_seed": 0,
 "pad_token_id": null}, "spec": {"draft_length": null, "drafter": "other", "extra":
-[["schedule", "constant"], ["confidence", 0.0], ["ngram", 1]], "tree_width": null},
+[["schedule", "constant"], ["confidence", 0.0], ["ngram", 1]], "topk": null},
 "temperature": 0.0, "top_k": 0, "top_p": 1.0}""")
 PROMPT = (291,)
 ASSISTANT = Spec("other", None, None, (("schedule", "constant"), ("confidence", 0.0)))

@@ -41,4 +41,4 @@ REPRODUCED_ON = ("0.9.0",)
 DEVICE = "cpu"  # the seed draws a 0.0 coin from torch's CPU generator (a GPU's differs)
 
 if __name__ == "__main__":
-    main(LAW, ENGINE, FOUND_ON, SEED, KNOBS, DEVICE)
+    main(LAW, engine=ENGINE, found_on=FOUND_ON, seed=SEED, knobs=KNOBS, device=DEVICE)

@@ -12,14 +12,14 @@ at the first one produced, which is kept), `temperature` (0 = greedy) / `top_k` 
 vocabulary) / `top_p` (1.0 = all mass), filtered in that order, and `seed` (the request's own
 random stream; `None` only for greedy). `spec` holds the speculative knobs: `drafter` (the
 draft: your engine's names, plus "self" = the target drafts for itself when you declare
-SELF_DRAFT), `draft_length` (tokens drafted per round, or the tree depth), `tree_width`
+SELF_DRAFT), `draft_length` (tokens drafted per round, or the tree depth), `topk`
 (branching; 1 = a chain), and `extra` (your own knobs, as (name, value) pairs). `spec=None`
 asks for plain, non-speculative decoding of the same target. A completion is the generated
 tokens (prompt excluded, stop token kept) and `finish_reason`: "stop" when it ends with a stop
 token, "length" when it has `max_new_tokens` tokens.
 
 `spec_space(**fixed)` returns a Hypothesis strategy of the `Spec`s your engine accepts, every
-knob you want drawn as an axis; a law may fix some fields (`drafter="self"`, `tree_width=1`).
+knob you want drawn as an axis; a law may fix some fields (`drafter="self"`, `topk=1`).
 `settings` is a dict (JSON) of what the harness may draw about the engine itself besides
 the spec (for example the dtype); `build(device, **settings)` rebuilds the adapter from it,
 so that a failure replays from one printed line.
@@ -114,7 +114,7 @@ class Request:
 class Spec:
     drafter: str = "default"
     draft_length: int | None = None
-    tree_width: int | None = None
+    topk: int | None = None
     extra: tuple = ()  # ((name, value), ...): the engine's own knobs
 
     def __post_init__(self) -> None:

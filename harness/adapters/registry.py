@@ -149,5 +149,5 @@ def build_kernels(engine: str, device: str, install: bool = True):
             raise ValueError(f"{engine}: not installed; run `python -m harness foreign install "
                              f"{cls.DIST}=={version}`")
         inst.install(cls, version, device)
-    return RemoteKernels(cls.name, cls.TARGET, str(inst.site_dir(cls.DIST, version)), device,
-                         cls.ENV, version)
+    return RemoteKernels(cls.name, target=cls.TARGET, site_dir=str(inst.site_dir(cls.DIST, version)),
+                         device=device, env=cls.ENV, release=version)

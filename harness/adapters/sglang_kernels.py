@@ -192,7 +192,7 @@ class SglangKernels:
     def _dev(self, *ts):
         return [t.to(self.device) if isinstance(t, torch.Tensor) else t for t in ts]
 
-    def tree_build(self, parent_list, top_scores_index, seq_lens, topk, spec_steps, ndt, mode):
+    def tree_build(self, parent_list, *, top_scores_index, seq_lens, topk, spec_steps, ndt, mode):
         pl, sel, sl = self._dev(parent_list, top_scores_index, seq_lens)
         bs = sl.shape[0]
         # As eagle_utils.build_tree_kernel_efficient allocates them: the mask all True (the
@@ -211,7 +211,7 @@ class SglangKernels:
                 torch.full((bs, width), -1, dtype=torch.int32, device=self.device),
                 torch.zeros(bs, dtype=torch.int32, device=self.device))
 
-    def greedy_tree_verify(self, candidates, retrieve_index, next_token, next_sibling,
+    def greedy_tree_verify(self, candidates, *, retrieve_index, next_token, next_sibling,
                            target_predict, num_steps):
         cand, ri, rn, rs, tp = self._dev(candidates, retrieve_index, next_token, next_sibling,
                                          target_predict)
@@ -220,7 +220,7 @@ class SglangKernels:
         self._verify(pred, acc, num, cand, ri, rn, rs, tp)
         return {"predicts": pred.cpu(), "accept_index": acc.cpu(), "accept_len": num.cpu()}
 
-    def chain_sampling(self, draft_ids, num_drafts, draft_probs, target_probs, greedy, seed,
+    def chain_sampling(self, draft_ids, *, num_drafts, draft_probs, target_probs, greedy, seed,
                        variant):
         bs, k = draft_ids.shape
         out = torch.full((bs, k + 1), -1, dtype=torch.int64)
@@ -260,15 +260,17 @@ class SglangKernels:
                                     triton.next_power_of_2(bs))
         return r2t.cpu()
 
-    def draft_cache_locs(self, req_to_token, req_pool_indices, seq_lens, topk, num_steps,
+    def draft_cache_locs(self, req_to_token, *, req_pool_indices, seq_lens, topk, num_steps,
                          page_size):
         r2t, pool, sl = self._dev(req_to_token.clone(), req_pool_indices, seq_lens)
         if self._prepare is not None:
-            return self._prepare_for_draft(r2t, pool, sl, topk, num_steps, page_size)
-        return self._assign_draft_cache_locs(req_to_token, r2t, pool, sl, topk, num_steps,
-                                             page_size)
+            return self._prepare_for_draft(r2t, pool=pool, sl=sl, topk=topk, num_steps=num_steps,
+                                           page_size=page_size)
+        return self._assign_draft_cache_locs(req_to_token, r2t=r2t, pool=pool, sl=sl, topk=topk,
+                                             num_steps=num_steps,
+                                             page_size=page_size)
 
-    def draft_decode_kv_indices(self, req_to_token, req_pool_indices, seq_lens, topk,
+    def draft_decode_kv_indices(self, req_to_token, *, req_pool_indices, seq_lens, topk,
                                 num_steps, page_size):
         """generate_draft_decode_kv_indices launched as the multi-step draft backends
         (flashinfer, triton) launch it: grid (num_steps, bs, topk), `positions` the draft
@@ -342,7 +344,7 @@ class SglangKernels:
         return {"positions": positions.cpu(), "last_token_indices": last.cpu(),
                 "source_indices": None}
 
-    def _prepare_for_draft(self, r2t, pool, sl, topk, num_steps, page_size):
+    def _prepare_for_draft(self, r2t, *, pool, sl, topk, num_steps, page_size):
         """0.5.14+: SGLang's prepare_for_draft on stub batch objects, stopped right after
         it assigns the slots (before it builds the forward batch)."""
         moves: list = []
@@ -362,7 +364,7 @@ class SglangKernels:
         copies = [(a, b) for src, tgt in moves for a, b in zip(src, tgt)]
         return {"out_cache_loc": batch.out_cache_loc.cpu(), "copies": copies}
 
-    def _assign_draft_cache_locs(self, table, r2t, pool, sl, topk, num_steps, page_size):
+    def _assign_draft_cache_locs(self, table, *, r2t, pool, sl, topk, num_steps, page_size):
         """0.4.9-0.5.12: the kernel writes the allocator's fresh slots into req_to_token from
         seq_len on (paged with topk > 1: each branch on pages of its own), then gathers the
         per-branch write slots. The harness form reads the slots from `table` instead: the

@@ -3,7 +3,7 @@
 Black-box, it is driven like any engine: requests through add_request / step (continuous
 batching, per-request max_new_tokens, stops and seeds), plain greedy with `spec=None`.
 Spec: drafter "eagle" / "self" / "perturbed" / "perturbed:0.1", draft_length = num_steps,
-tree_width = topk, extra `ndt` (verify-tree size, root included; chains: num_steps + 1) and
+topk = topk, extra `ndt` (verify-tree size, root included; chains: num_steps + 1) and
 `draft_sampling` ("greedy" or "probabilistic", chains only). Settings drawn about the engine
 itself: dtype, page_size, cuda_graph, overlap.
 
@@ -28,6 +28,7 @@ from specdec.config import max_draft_tokens
 from specdec.engine import DTYPES
 from specdec.sampling_params import SamplingParams
 from specdec.trace import TraceRecorder
+from specdec.defaults import PAGE_SIZE
 
 DRAFTERS = ("eagle", "self", "perturbed", "perturbed:0.1")
 MAX_BATCH = 8
@@ -74,7 +75,7 @@ class SpecdecAdapter:
     max_batch = MAX_BATCH
     why_not: dict = {}
 
-    def __init__(self, device: str = "cpu", dtype: str = "float32", page_size: int = 1,
+    def __init__(self, device: str = "cpu", dtype: str = "float32", page_size: int = PAGE_SIZE,
                  cuda_graph: bool = False, overlap: bool = False) -> None:
         if dtype not in DTYPES:
             raise ValueError(f"dtype={dtype!r}: expected one of {sorted(DTYPES)}")
@@ -111,7 +112,7 @@ class SpecdecAdapter:
             return st.tuples(st.just(topk), st.just(steps), ndts,
                              st.sampled_from(("greedy", "probabilistic") if topk == 1
                                              else ("greedy",)))
-        width = st.just(fixed["tree_width"]) if "tree_width" in fixed else st.integers(1, 3)
+        width = st.just(fixed["topk"]) if "topk" in fixed else st.integers(1, 3)
         shapes = st.tuples(width, st.integers(1, 4)).flatmap(with_ndt)
         drafter = st.just(fixed["drafter"]) if "drafter" in fixed else st.sampled_from(DRAFTERS)
         return st.builds(lambda d, s: Spec(d, s[1], s[0], (("ndt", s[2]),
@@ -123,9 +124,10 @@ class SpecdecAdapter:
     def _engine(self, spec: Spec | None) -> Engine:
         conf = None
         if spec is not None:
-            steps, topk = spec.draft_length or 3, spec.tree_width or 1
-            conf = SpecConfig(topk, steps, spec.get("ndt", steps + 1),
-                              spec.get("draft_sampling", "greedy"))
+            steps, topk = spec.draft_length or 3, spec.topk or 1
+            conf = SpecConfig(topk=topk, num_steps=steps,
+                              num_draft_tokens=spec.get("ndt", steps + 1),
+                              draft_sampling=spec.get("draft_sampling", "greedy"))
         s = self.settings
         return Engine(model="tiny", spec=conf, draft=spec.drafter if spec else "eagle",
                       page_size=s["page_size"], device=self.device, dtype=s["dtype"],
@@ -137,7 +139,7 @@ class SpecdecAdapter:
         if len(requests) > self.max_batch:
             raise ValueError(f"{len(requests)} requests: at most {self.max_batch} at once")
         if spec is not None and spec.drafter == "default":
-            spec = Spec("eagle", spec.draft_length, spec.tree_width, spec.extra)
+            spec = Spec("eagle", spec.draft_length, spec.topk, spec.extra)
         eng = self._engine(spec)
         recorder = RoundsOnly(eng) if spec is not None else None
         eng.recorder = recorder

@@ -50,7 +50,7 @@ class SpecdecKernels:
     def _dev(self, *ts):
         return [t.to(self.device) if isinstance(t, torch.Tensor) else t for t in ts]
 
-    def tree_build(self, parent_list, top_scores_index, seq_lens, topk, spec_steps, ndt, mode):
+    def tree_build(self, parent_list, *, top_scores_index, seq_lens, topk, spec_steps, ndt, mode):
         tree = self._k()[0]
         pl, sel, sl = self._dev(parent_list, top_scores_index, seq_lens)
         bs = sl.shape[0]
@@ -60,7 +60,7 @@ class SpecdecKernels:
         return {"mask": mask.cpu(), "positions": pos.cpu(), "retrieve_index": ri.cpu(),
                 "next_token": rn.cpu(), "next_sibling": rs.cpu()}
 
-    def greedy_tree_verify(self, candidates, retrieve_index, next_token, next_sibling,
+    def greedy_tree_verify(self, candidates, *, retrieve_index, next_token, next_sibling,
                            target_predict, num_steps):
         verify = self._k()[1]
         cand, ri, rn, rs, tp = self._dev(candidates, retrieve_index, next_token, next_sibling,
@@ -70,7 +70,7 @@ class SpecdecKernels:
         verify.verify_tree_greedy(pred, acc, num, cand, ri, rn, rs, tp)
         return {"predicts": pred.cpu(), "accept_index": acc.cpu(), "accept_len": num.cpu()}
 
-    def chain_sampling(self, draft_ids, num_drafts, draft_probs, target_probs, greedy, seed,
+    def chain_sampling(self, draft_ids, *, num_drafts, draft_probs, target_probs, greedy, seed,
                        variant):
         chain = self._k()[2]
         bs, k = draft_ids.shape
@@ -97,7 +97,7 @@ class SpecdecKernels:
             out[rows] = F.chain_tokens(pred, acc, num, d)
         return out
 
-    def tree_sampling(self, candidates, retrieve_index, next_token, next_sibling, target_probs,
+    def tree_sampling(self, candidates, *, retrieve_index, next_token, next_sibling, target_probs,
                       seed, num_steps):
         from kernels.sampling import tree_speculative_sampling_target_only as sample
         bs, ndt = candidates.shape
@@ -122,7 +122,7 @@ class SpecdecKernels:
         cache_loc.assign_req_to_token_pool(pool, r2t, s, e, loc)
         return r2t.cpu()
 
-    def draft_cache_locs(self, req_to_token, req_pool_indices, seq_lens, topk, num_steps,
+    def draft_cache_locs(self, req_to_token, *, req_pool_indices, seq_lens, topk, num_steps,
                          page_size):
         cache_loc = self._k()[3]
         r2t, pool, sl = self._dev(req_to_token, req_pool_indices, seq_lens)
@@ -137,7 +137,7 @@ class SpecdecKernels:
         pairs = [(a, b) for a, b in zip(src.tolist(), tgt.tolist()) if a != b]
         return {"out_cache_loc": out.cpu(), "copies": pairs}
 
-    def draft_decode_kv_indices(self, req_to_token, req_pool_indices, seq_lens, topk,
+    def draft_decode_kv_indices(self, req_to_token, *, req_pool_indices, seq_lens, topk,
                                 num_steps, page_size):
         """specdec's draft attention reads a per-branch page table (row_seq -> page ids) over
         row_kv_len virtual positions (`build_draft_decode_metadata`); the adapter spells those

@@ -228,7 +228,7 @@ class TransformersAdapter:
         drafter = st.sampled_from(DRAFTERS)
         spec = st.builds(
             Spec, drafter=drafter, draft_length=st.sampled_from((None, 1, 2, 3, 5, 8)),
-            tree_width=st.none(),
+            topk=st.none(),
             extra=st.tuples(st.tuples(st.just("schedule"),
                                       st.sampled_from(("constant", "heuristic"))),
                             st.tuples(st.just("confidence"), st.sampled_from((0.0, 0.4, 0.9))),
@@ -274,8 +274,8 @@ class TransformersAdapter:
         return [self._one(r, spec) for r in requests]
 
     def _spec_kwargs(self, spec: Spec) -> dict:
-        if spec.tree_width not in (None, 1):
-            raise ValueError(f"tree_width={spec.tree_width}: assisted generation drafts chains")
+        if spec.topk not in (None, 1):
+            raise ValueError(f"topk={spec.topk}: assisted generation drafts chains")
         if spec.drafter == "prompt_lookup":
             return {"prompt_lookup_num_tokens": spec.draft_length or 10,
                     "max_matching_ngram_size": spec.get("ngram", 2)}

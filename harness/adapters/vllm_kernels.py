@@ -209,7 +209,7 @@ class VllmKernels:
         import vllm
         return vllm.__version__
 
-    def chain_sampling(self, draft_ids, num_drafts, draft_probs, target_probs, greedy, seed,
+    def chain_sampling(self, draft_ids, *, num_drafts, draft_probs, target_probs, greedy, seed,
                        variant):
         if variant not in self.accepts["variants"]:
             raise ValueError(f"vllm {self.version()} has no variant {variant!r}; it has "
@@ -217,14 +217,16 @@ class VllmKernels:
         bs, k = draft_ids.shape
         seeds = seed + torch.arange(bs)  # request b's own seed (its generator / seed slot)
         if variant == "classic":
-            out = self._classic(draft_ids, num_drafts, draft_probs, target_probs, greedy,
-                                seeds, seed)
+            out = self._classic(draft_ids, num_drafts=num_drafts, draft_probs=draft_probs,
+                                target_probs=target_probs, greedy=greedy,
+                                seeds=seeds, seed=seed)
         else:
-            out = self._model_runner_v2(draft_ids, num_drafts, draft_probs, target_probs,
-                                        greedy, seeds, variant)
+            out = self._model_runner_v2(draft_ids, num_drafts=num_drafts, draft_probs=draft_probs,
+                                        target_probs=target_probs,
+                                        greedy=greedy, seeds=seeds, variant=variant)
         return torch.nn.functional.pad(out.long().cpu(), (0, k + 1 - out.shape[1]), value=-1)
 
-    def _classic(self, draft_ids, num_drafts, draft_probs, target_probs, greedy, seeds, seed):
+    def _classic(self, draft_ids, *, num_drafts, draft_probs, target_probs, greedy, seeds, seed):
         """V1, as GPUModelRunner + RejectionSampler.forward call it: flat drafts, the
         request's target rows up to its drafts, the bonus sampled beforehand."""
         n = num_drafts.tolist()
@@ -255,7 +257,7 @@ class VllmKernels:
             tgt.contiguous().to(dev), torch.tensor(bonus, dtype=torch.int64)[:, None].to(dev),
             meta)
 
-    def _model_runner_v2(self, draft_ids, num_drafts, draft_probs, target_probs, greedy,
+    def _model_runner_v2(self, draft_ids, *, num_drafts, draft_probs, target_probs, greedy,
                          seeds, variant):
         """MRV2, as its RejectionSampler calls it: one logits row per draft plus the bonus
         row per request, draft_sampled holding each row's input token (the drafts after the

@@ -36,6 +36,8 @@ import sys
 import tempfile
 import time
 
+from harness.gate import red_gate
+
 SERVER_ENV = "SPECDEC_FORK_SERVER"  # the server's socket
 PRELOAD = ("harness.__main__", "harness.runners.cli", "harness.runners.zoo",
            "harness.runners.suite", "hypothesis", "torch", "specdec.engine")
@@ -91,7 +93,7 @@ def run(module: str, args: list[str], limit: float, what: str,
     path = env.get(SERVER_ENV) or os.environ.get(SERVER_ENV)
     if path and os.path.exists(path):
         try:
-            return _run_forked(path, module, args, limit, what, env)
+            return _run_forked(path, module=module, args=args, limit=limit, what=what, env=env)
         except _ServerGone as gone:
             if not getattr(run, "warned", False):
                 run.warned = True
@@ -110,7 +112,7 @@ def run_bounded(args: list[str], limit: float, what: str,
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env)
     try:
-        out, err = proc.communicate(timeout=limit)
+        out, err = _communicate(proc, limit, what)
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGABRT)
         try:
@@ -123,12 +125,44 @@ def run_bounded(args: list[str], limit: float, what: str,
     return proc.returncode, out, err
 
 
+def _communicate(proc, limit: float, what: str) -> tuple[str, str]:
+    """proc.communicate(timeout=limit), a second at a time: past WAIT_NOTE_S the wait says
+    what it waits for; a red gate kills the process and ends the test (red_gate.py)."""
+    notes, end = red_gate.WaitNotes(f"{what} (pid {proc.pid})"), time.monotonic() + limit
+    while True:
+        try:
+            return proc.communicate(timeout=max(0.0, min(1.0, end - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= end:
+                raise
+            notes.tick()
+            if red_gate.reason():
+                proc.kill()
+                proc.communicate()
+                red_gate.check()
+
+
+def _await_line(sock, stream, pid: int, limit: float, what: str) -> bytes:
+    """The forked process's last line (its exit status), waited for a second at a time, as
+    _communicate waits; TimeoutError past `limit`."""
+    import select
+    notes, end = red_gate.WaitNotes(f"{what} (pid {pid})"), time.monotonic() + limit
+    while not select.select([sock], [], [], max(0.0, min(1.0, end - time.monotonic())))[0]:
+        if time.monotonic() >= end:
+            raise TimeoutError
+        notes.tick()
+        if red_gate.reason():
+            _abort(pid)
+            red_gate.check()
+    return stream.readline()
+
+
 class _ServerGone(Exception):
     """The server did not take the command (it ended, or a process forked from it could not
     start CUDA): start the process from scratch."""
 
 
-def _run_forked(path, module, args, limit, what, env) -> tuple[int, str, str]:
+def _run_forked(path, *, module, args, limit, what, env) -> tuple[int, str, str]:
     with tempfile.TemporaryDirectory(prefix="specdec-forked-") as tmp:
         out_path, err_path = os.path.join(tmp, "out"), os.path.join(tmp, "err")
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -145,9 +179,8 @@ def _run_forked(path, module, args, limit, what, env) -> tuple[int, str, str]:
             if not first.strip().isdigit():  # ended, or refused (it cannot give CUDA)
                 raise _ServerGone(first.decode(errors="replace").strip())
             pid = int(first)
-            sock.settimeout(limit)
             try:
-                last = stream.readline()
+                last = _await_line(sock, stream, pid, limit, what)
             except TimeoutError:
                 _abort(pid)
                 raise RuntimeError(f"{what} still running after {limit:g} s; its stacks:\n"

@@ -37,7 +37,11 @@ import os
 import pytest
 import torch
 
-from harness.gate import fork_server, gate_profile, gate_order, xdist_gpu
+from harness.base.failure import OracleFailure
+
+from harness.gate import fork_server, gate_profile, gate_order, red_gate, xdist_gpu
+
+_CONFIG: list = []  # this process's pytest config (pytest_runtest_logreport is given none)
 
 # Hypothesis comes with the `test` extra; an environment with a plain `pip install specdec`
 # still runs its own pytest, just without the profiles.
@@ -82,7 +86,11 @@ def pytest_configure(config) -> None:
             faultpoints.set_active(names.split(","))
         except ValueError as exc:  # an unknown name: a usage error, not a crash
             raise pytest.UsageError(f"--faults: {exc}") from None
+    _CONFIG[:] = [config]
     idx = xdist_gpu.worker_index()
+    red_gate.configure(config, worker=idx is not None)
+    from specdec.tp import gpu_lock  # its long waits speak to the terminal, and end when red
+    gpu_lock.say_waiting, gpu_lock.check_stop = red_gate.say, red_gate.check
     if idx is not None:
         xdist_gpu.pin_worker(idx)
     xdist_gpu.configure_multi_gpu(config)
@@ -115,6 +123,33 @@ def pytest_runtest_protocol(item, nextitem):
     finally:
         if on:
             gate_profile.test_ended()
+    why = red_gate.reason()  # a red gate: this worker stops after the test it ran
+    if why:
+        item.session.shouldstop = f"the gate stopped: {why}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A law's failure escaping a test reads as what it is, first: "the engine breaks law X:
+    <the law's message>", whatever the test is named (a negative control whose unbroken
+    baseline fails says so, not that its control failed to reject)."""
+    outcome = yield
+    rep = outcome.get_result()
+    exc = call.excinfo.value if call.excinfo is not None else None
+    if isinstance(exc, BaseExceptionGroup):  # Hypothesis: several distinct failures
+        exc = next((e for e in exc.exceptions if isinstance(e, OracleFailure)), exc)
+    if rep.failed and isinstance(exc, OracleFailure):
+        line = f"the engine breaks law {exc.law}: {exc}"
+        crash = getattr(rep.longrepr, "reprcrash", None)
+        if crash is not None:
+            crash.message = line
+        rep.sections.insert(0, ("the law that failed", line))
+
+
+def pytest_runtest_logreport(report) -> None:
+    """The controller: at --maxfail failures, every worker is told to stop (red_gate.py)."""
+    if _CONFIG and xdist_gpu.worker_index() is None:
+        red_gate.on_report(_CONFIG[0], report)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own: it reads the xdist_group marks

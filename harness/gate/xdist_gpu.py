@@ -58,12 +58,15 @@ def auto_num_workers() -> int:
 # while the engine is in use (specdec/tp/gpu_lock.py, SPECDEC_TP_GPU_LOCKS), so the engines
 # still take the GPUs one at a time while everything else those tests do (subprocess start-up, imports, single-GPU
 # examples, model builds) runs side by side. The controller schedules with xdist's
-# LoadGroupScheduling (tests without a group are spread as under plain `load`) and the
-# workers tag those tests' node ids with their group, as `--dist loadgroup` would, so
-# `pytest -n auto` stays the one command. With fewer than 2 GPUs, or on CPU, none of this
-# happens.
+# LoadGroupScheduling (tests without a group are spread as under plain `load`), the groups
+# read from a file each worker writes after its collection (node id -> group), so
+# `pytest -n auto` stays the one command. Not through the node ids: `--dist loadgroup`
+# appends the group to `item._nodeid`, which pytest 9.2 no longer reads (a node's id lives
+# in `_id`), so on pytest 9.2 the tests were silently spread (tests/test_xdist_multi_gpu.py).
+# With fewer than 2 GPUs, or on CPU, none of this happens.
 MULTI_GPU_GROUP = "multi_gpu"
-_GROUPING_ENV = "SPECDEC_XDIST_MULTI_GPU_GROUP"  # controller -> workers: the group is on
+# controller -> workers: the folder where each worker writes its groups (unset: no grouping)
+_GROUPING_ENV = "SPECDEC_XDIST_MULTI_GPU_GROUPS"
 
 
 def multi_gpu_host(gpus: int | None = None) -> bool:
@@ -110,8 +113,12 @@ def configure_multi_gpu(config, gpus: int | None = None) -> None:
     `-n` with the default `load`) the grouping switched on for the workers it starts."""
     if not use_gpu_locks(gpus):
         return
-    if worker_index() is None and getattr(config.option, "dist", "no") in ("load", "loadgroup"):
-        os.environ[_GROUPING_ENV] = "1"  # inherited by the workers xdist spawns next
+    if worker_index() is None and getattr(config.option, "dist", "no") == "load":
+        import shutil
+        import tempfile
+        folder = tempfile.mkdtemp(prefix="specdec-xdist-groups-")
+        config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+        os.environ[_GROUPING_ENV] = folder  # inherited by the workers xdist spawns next
 
 
 SPREAD_ENV = "SPECDEC_XDIST_MULTI_GPU"
@@ -173,21 +180,35 @@ def group_multi_gpu(config, items, gpus: int | None = None) -> int:
     mode = grouping()
     multi = [i for i in items if i.get_closest_marker("multi_gpu") is not None]
     items[:] = multi + [i for i in items if i.get_closest_marker("multi_gpu") is None]
-    tag = config is not None and worker_index() is not None \
-        and os.environ.get(_GROUPING_ENV) == "1" \
-        and not getattr(config.option, "loadgroup", False)  # --dist loadgroup: xdist tags
     binned = {}
     if mode == "bins":
         from harness.gate import gate_order
         binned = bins(multi, gate_order.load(), BINS_PER_GPU * _gpu_count(gpus))
+    groups = {}
     for item in multi:
         group = binned[item.nodeid] if mode == "bins" else group_of(item, mode)
-        if group is None:
-            continue
-        item.add_marker(pytest.mark.xdist_group(group))
-        if tag and not item.nodeid.endswith("@" + group):
-            item._nodeid = f"{item.nodeid}@{group}"  # what xdist's loadgroup does
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
+            groups[item.nodeid] = group
+    folder = os.environ.get(_GROUPING_ENV)
+    if folder and worker_index() is not None:  # for the controller's scheduler (GroupFile)
+        import json
+        path = os.path.join(folder, f"gw{worker_index()}.json")
+        with open(path + ".tmp", "w") as f:
+            json.dump(groups, f)
+        os.replace(path + ".tmp", path)  # whole or absent: the scheduler never reads half
     return len(multi)
+
+
+def read_groups(folder: str) -> dict[str, str]:
+    """{node id: xdist group} as the workers wrote them (every worker collects alike)."""
+    import json
+    out = {}
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".json"):
+            with open(os.path.join(folder, name)) as f:
+                out.update(json.load(f))
+    return out
 
 
 def make_scheduler(config, log, gpus: int | None = None):
@@ -205,7 +226,20 @@ def make_scheduler(config, log, gpus: int | None = None):
         return None
     if _gpu_count(gpus) > 0:
         from xdist.scheduler import LoadGroupScheduling
-        return LoadGroupScheduling(config, log)
+
+        class GroupFile(LoadGroupScheduling):
+            """LoadGroupScheduling with each test's group read from the workers' files
+            (group_multi_gpu) instead of a suffix of its node id. Scopes are first asked for
+            once every worker has collected, and so written its file."""
+            groups = None
+
+            def _split_scope(self, nodeid: str) -> str:
+                folder = os.environ.get(_GROUPING_ENV)
+                if self.groups is None:
+                    self.groups = read_groups(folder) if folder else {}
+                return self.groups.get(nodeid, nodeid)
+
+        return GroupFile(config, log)
     import xdist.scheduler
     steal = getattr(xdist.scheduler, "WorkStealingScheduling", None)
     return steal and steal(config, log)

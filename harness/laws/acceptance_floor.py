@@ -30,6 +30,7 @@ from statistics import NormalDist
 from harness.base.failure import OracleFailure
 from harness.strategies.trained_pair import Measured, measure, trained_pair
 from harness.laws.declaration import Law, Slice
+from specdec.defaults import PAGE_SIZE
 
 NAME = "acceptance_floor"  # the law whose checks this module raises (OracleFailure)
 
@@ -88,7 +89,7 @@ class FloorConfig:
     num_steps: int
     ndt: int
     cuda_graph: bool = False
-    page_size: int = 1
+    page_size: int = PAGE_SIZE
     overlap: bool = False
     batch: str = "together"
     graph_bs: tuple = ()
@@ -122,7 +123,7 @@ def check_floor(cfg: FloorConfig, m: Measured, base: dict, bound: float) -> None
     return bound
 
 
-def measure_against_baseline(pair, cfg: FloorConfig, device: str, path: str = BASELINES,
+def measure_against_baseline(pair, *, cfg: FloorConfig, device: str, path: str = BASELINES,
                              n_prompts: int | None = None, max_new_tokens: int | None = None,
                              prompt_len: int | None = None):
     """(measured, baseline entry, bound) of cfg, on the baseline's own prompts and lengths
@@ -135,8 +136,10 @@ def measure_against_baseline(pair, cfg: FloorConfig, device: str, path: str = BA
     base = table[cfg.key]
     n, new = n_prompts or base["prompts"], max_new_tokens or base["max_new_tokens"]
     plen = base["prompt_len"] if prompt_len is None else prompt_len
-    m = measure(pair, cfg.drafter, cfg.topk, cfg.num_steps, cfg.ndt, n, new, device, cfg.dtype,
-                cfg.cuda_graph, cfg.page_size, cfg.overlap, cfg.graph_bs, cfg.batch, plen)
+    m = measure(pair, drafter=cfg.drafter, topk=cfg.topk, num_steps=cfg.num_steps, ndt=cfg.ndt,
+                n_prompts=n, max_new_tokens=new, device=device, dtype=cfg.dtype,
+                cuda_graph=cfg.cuda_graph, page_size=cfg.page_size, overlap=cfg.overlap,
+                graph_bs=cfg.graph_bs, batch=cfg.batch, prompt_len=plen)
     paired = (n, new, plen) == (base["prompts"], base["max_new_tokens"], base["prompt_len"])
     return m, base, lower_bound(m, base, paired)
 
@@ -154,12 +157,13 @@ def prop_acceptance_floor(cfg: FloorConfig, device: str | None = None) -> None:
     from harness.strategies.runs import default_device
     device = device or default_device()
     pair = trained_pair(os.environ.get("SPECDEC_TRAINED_PAIR"))
-    m, base, bound = measure_against_baseline(pair, cfg, device, BASELINES, cfg.prompts or None,
-                                              cfg.max_new_tokens or None)
+    m, base, bound = measure_against_baseline(pair, cfg=cfg, device=device, path=BASELINES,
+                                              n_prompts=cfg.prompts or None,
+                                              max_new_tokens=cfg.max_new_tokens or None)
     check_floor(cfg, m, base, bound)
 
 
-def floor_configs(device: str, dtype: str, graphs=(False, True), page_sizes=(1, 4, 16),
+def floor_configs(device: str, *, dtype: str, graphs=(False, True), page_sizes=(1, 4, 16),
                   keys: tuple | None = None, buckets=((1, 2, 4), (4, 8))):
     """The baselined configurations of this device kind and dtype, each along a drawn path:
     graphs on or off (captured sizes from `buckets`: below the batch, eager fallback until
@@ -186,8 +190,8 @@ CPU_FLOORS = ("eagle topk=1 steps=3 ndt=4", "eagle topk=4 steps=4 ndt=8",
 
 def floor_space(on_gpu: bool, fixed: dict):
     if on_gpu:
-        return floor_configs("cuda", "bfloat16", buckets=((1, 2, 4), (1, 2, 4, 8, 16, 32)))
-    return floor_configs("cpu", "float32", keys=CPU_FLOORS)
+        return floor_configs("cuda", dtype="bfloat16", buckets=((1, 2, 4), (1, 2, 4, 8, 16, 32)))
+    return floor_configs("cpu", dtype="float32", keys=CPU_FLOORS)
 
 
 LAW = Law(

@@ -24,6 +24,7 @@ from harness.strategies.prefix_workloads import serve_waves, waves_of
 from harness.strategies.runs import default_device, new_token_counts
 from specdec.trace import TraceRecorder
 from harness.laws.declaration import Law, Slice
+from specdec.defaults import PAGE_SIZE
 
 NAME = "acceptance_path_invariant"  # the law whose checks this module raises (OracleFailure)
 
@@ -38,7 +39,7 @@ class PathPair(RunConfig):
     b_cuda_graph: bool = False
     b_overlap: bool = False
     b_prefix_cache: bool = False   # B's cache switch (the workload is A's either way)
-    b_page_size: int = 1
+    b_page_size: int = PAGE_SIZE
     b_batch: str = "same"          # BATCHES: the batch each request shares on path B
     b_tp_size: int = 1
 
@@ -48,7 +49,7 @@ class PathPair(RunConfig):
                             "page_size": self.b_page_size, "tp_size": self.b_tp_size})
 
 
-def path_pairs(drafts=("eagle", "perturbed", "perturbed:0.1", "self"), page_sizes=(1, 4, 16),
+def path_pairs(drafts=("eagle", "perturbed", "perturbed:0.1", "self"), *, page_sizes=(1, 4, 16),
                graphs=(False, True), tp_sizes=(1,), dtypes=("float32",), model: str = "tiny",
                max_batch: int = 6, max_prompt_len: int = 24, max_new_tokens: int = 16,
                max_ndt: int = 32, prefix=(False, True)):
@@ -76,7 +77,8 @@ def _serve_b(a_cfg: RunConfig, eng, batch: str) -> list:
     counts = new_token_counts(a_cfg.seed, a_cfg.batch_size, a_cfg.max_new_tokens, a_cfg.ragged)
     params = sampling_for(a_cfg)
     if a_cfg.prefix_cache:
-        return serve_waves(eng, prompts, counts, params, waves_of(a_cfg))
+        return serve_waves(eng, prompts=prompts, max_new=counts, params=params,
+                           waves=waves_of(a_cfg))
     n = len(prompts)
     order = list(range(n))[::-1] if batch == "reversed" else list(range(n))
     arrive = {i: LATE if batch == "halves" and k >= (n + 1) // 2 else 0
@@ -123,7 +125,8 @@ def _round_tie_gap(trace, k: int, b: int, cfg: RunConfig) -> float:
     decode = [f.logits[b * cfg.topk:(b + 1) * cfg.topk] for f in forwards]
     inputs = [f.input_ids[b * cfg.topk:(b + 1) * cfg.topk] for f in forwards]
     path = [int(n) for n in rnd.accept_index[b, :len(committed)].tolist()]  # flat b*ndt + node
-    draft = accept_decision_gap(step0, decode, inputs, cfg.topk, cfg.ndt, committed)
+    draft = accept_decision_gap(step0, decode_rows=decode, decode_inputs=inputs, topk=cfg.topk,
+                                ndt=cfg.ndt, committed=committed)
     if draft is None:
         draft = draft_choice_gap(step0, decode, cfg.topk, cfg.ndt)
     return min(draft, target_path_gap(rnd.verify_logits, path))

@@ -30,11 +30,9 @@ harness/references/dense.py. Value sets: harness/strategies/configs.py.
 """
 from __future__ import annotations
 
-import math
 import random
 from collections import Counter
 from dataclasses import asdict, dataclass
-from statistics import NormalDist
 
 import numpy as np
 import torch
@@ -42,6 +40,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 
 from harness.base.failure import OracleFailure
+from harness.laws.chi2 import chi2_isf
 from harness.laws.confirm import StatisticalRejection, confirmed
 from harness.references.dense import reference_prefill
 from harness.strategies.configs import TEMPERATURES, TOP_KS, TOP_PS
@@ -74,7 +73,7 @@ def filtered_probs(logits: torch.Tensor, temperature: float, top_k: int,
     return p
 
 
-def exact_pair_probs(model, prompt: list[int], n: int, temperature: float, top_k: int = 0,
+def exact_pair_probs(model, *, prompt: list[int], n: int, temperature: float, top_k: int = 0,
                      top_p: float = 1.0, device="cpu") -> dict[int, np.ndarray]:
     """t1 -> p(t1) * p(. | t1) for every t1 of probability > 0; the marginal p(t1) under
     key -1. (One reference prefill per possible t1: the harness samples the tiny model.)"""
@@ -90,7 +89,7 @@ def exact_pair_probs(model, prompt: list[int], n: int, temperature: float, top_k
 GREEDY_ROWS = 8  # greedy requests interleaved into a sampled batch (greedy_every)
 
 
-def sample_pairs(engine, prompt: list[int], n: int, temperature: float, top_k: int = 0,
+def sample_pairs(engine, *, prompt: list[int], n: int, temperature: float, top_k: int = 0,
                  top_p: float = 1.0, seed: int | None = 0, greedy_every: int = 0):
     """N seeded runs, batched max_batch at a time (a seed's tokens do not depend on the batch);
     seed None: no request names a seed, the engine derives each one's. greedy_every > 0: in
@@ -123,12 +122,8 @@ def sample_pairs(engine, prompt: list[int], n: int, temperature: float, top_k: i
 
 
 def chi2_critical(df: int, alpha: float) -> float:
-    try:
-        from scipy.stats import chi2
-        return float(chi2.isf(alpha, df))
-    except ImportError:  # Wilson-Hilferty: within a few percent for df >= 1 at these alphas
-        z = NormalDist().inv_cdf(1.0 - alpha)
-        return df * (1 - 2 / (9 * df) + z * math.sqrt(2 / (9 * df))) ** 3
+    """Exact (harness/laws/chi2.py): the same threshold on every machine, scipy or not."""
+    return chi2_isf(alpha, df)
 
 
 def _chi2(observed: list[float], expected: list[float], alpha: float, what: str,
@@ -201,7 +196,7 @@ def check_pairs(pairs: list[tuple[int, int]], exact: dict[int, np.ndarray], alph
     return {"n": n, "pairs": pairs_test, "t1": first, "t2": second}
 
 
-def check_sampled_distribution(engine, prompt: list[int], n: int, temperature: float,
+def check_sampled_distribution(engine, *, prompt: list[int], n: int, temperature: float,
                                top_k: int = 0, top_p: float = 1.0, seed: int | None = 0,
                                alpha: float = 1e-4, greedy_every: int = 0) -> dict:
     """The oracle: sample N pairs from `engine`, compare with the dense reference's law; the
@@ -210,13 +205,16 @@ def check_sampled_distribution(engine, prompt: list[int], n: int, temperature: f
     (seeds after the first N's; unseeded, the engine's next request ids) is rejected too
     (harness/laws/confirm.py)."""
     what = f"T={temperature} top_k={top_k} top_p={top_p} spec={engine.spec}"
-    exact = exact_pair_probs(engine.target, prompt, n, temperature, top_k, top_p, engine.device)
+    exact = exact_pair_probs(engine.target, prompt=prompt, n=n, temperature=temperature,
+                             top_k=top_k, top_p=top_p, device=engine.device)
     t1 = int(np.argmax(exact[-1]))
     want = (t1, int(np.argmax(exact[t1])))  # filters keep the top token: the greedy path
 
     def sample(k: int, scale: int) -> dict:
-        pairs, greedy = sample_pairs(engine, prompt, n * scale, temperature, top_k, top_p,
-                                     None if seed is None else seed + k * n, greedy_every)
+        pairs, greedy = sample_pairs(engine, prompt=prompt, n=n * scale, temperature=temperature,
+                                     top_k=top_k, top_p=top_p,
+                                     seed=None if seed is None else seed + k * n,
+                                     greedy_every=greedy_every)
         for b, got in greedy:
             if got != want:
                 raise OracleFailure(NAME, NAME, f"{what}: the greedy request at batch "
@@ -227,7 +225,8 @@ def check_sampled_distribution(engine, prompt: list[int], n: int, temperature: f
 
 # The suite law: the pair law over a drawn cell of the sampling space.
 ALPHA = 1e-4
-SHAPES = {"chain": (1, 3, 4), "tree": (2, 3, 5)}
+SHAPES = {"chain": dict(topk=1, num_steps=3, num_draft_tokens=4),
+          "tree": dict(topk=2, num_steps=3, num_draft_tokens=5)}
 GRAPH_BATCH = 64  # graphs: the samples run in batches of one captured size
 
 
@@ -266,7 +265,7 @@ def distribution_configs(graphs=(False, True)):
 
 
 def dist_engine(cfg: DistConfig, device: str) -> Engine:
-    spec = SpecConfig(*SHAPES[cfg.shape], draft_sampling=cfg.draft_sampling)
+    spec = SpecConfig(**SHAPES[cfg.shape], draft_sampling=cfg.draft_sampling)
     batch = GRAPH_BATCH if cfg.cuda_graph else cfg.n
     return Engine(model="tiny", spec=spec, draft=cfg.draft, device=device, max_batch=batch,
                   max_context=32, cuda_graph=cfg.cuda_graph, cuda_graph_bs=[GRAPH_BATCH],
@@ -284,8 +283,9 @@ def prop_sampled_distribution(cfg: DistConfig, device: str | None = None) -> dic
     device = device or default_device()
     rng = random.Random(cfg.seed)
     prompt = [rng.randrange(320) for _ in range(rng.randint(3, 8))]
-    return check_sampled_distribution(dist_engine(cfg, device), prompt, cfg.n, cfg.temperature,
-                                      cfg.top_k, cfg.top_p,
+    return check_sampled_distribution(dist_engine(cfg, device), prompt=prompt, n=cfg.n,
+                                      temperature=cfg.temperature,
+                                      top_k=cfg.top_k, top_p=cfg.top_p,
                                       seed=cfg.seed if cfg.seeded else None, alpha=ALPHA,
                                       greedy_every=cfg.greedy_every)
 

@@ -34,8 +34,9 @@ def cases(engine: str, device: str):
     from hypothesis import strategies as st
     from harness.adapters.registry import default_adapter
     sampled = Observable.PREFIX_STABLE_SAMPLING in default_adapter(engine, device).observables
-    greedy = engine_cases(engine, device, NAME)
-    return st.one_of(greedy, engine_cases(engine, device, NAME, sampled=True)) if sampled else greedy
+    greedy = engine_cases(engine, device=device, law=NAME)
+    return st.one_of(greedy, engine_cases(engine, device=device, law=NAME,
+                                          sampled=True)) if sampled else greedy
 
 
 def check(adapter, case: EngineCase) -> dict:
@@ -48,8 +49,9 @@ def check(adapter, case: EngineCase) -> dict:
     outs = run(adapter, [replace(r, stop_token_ids=s) for r, s in zip(reqs, stops)],
                case.spec_obj)
     try:
-        check_finish(outs, [r.max_new_tokens for r in reqs], stops, [c.tokens for c in refs],
-                     marg, adapter.dtype)
+        check_finish(outs, max_new=[r.max_new_tokens for r in reqs], stops=stops,
+                     references=[c.tokens for c in refs],
+                     margins=marg, dtype=adapter.dtype)
     except OracleFailure as exc:
         raise fail(NAME, exc.detail) from None
     past = sum(any(t in c.tokens[r.max_new_tokens:] and t not in c.tokens[:r.max_new_tokens]

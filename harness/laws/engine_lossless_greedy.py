@@ -21,7 +21,7 @@ NEEDS = frozenset({Observable.PLAIN_GREEDY, Observable.TARGET_LOGITS})
 
 
 def cases(engine: str, device: str):
-    return engine_cases(engine, device, NAME)
+    return engine_cases(engine, device=device, law=NAME)
 
 
 def check(adapter, case: EngineCase) -> dict:

@@ -42,7 +42,7 @@ ALPHA = 1e-4
 
 def cases(engine: str, device: str):
     n = 2000 if settings._current_profile == "nightly" else 400
-    return engine_cases(engine, device, NAME, sampled=True, batched=False, n=n,
+    return engine_cases(engine, device=device, law=NAME, sampled=True, batched=False, n=n,
                         cuts_in_float32=True)
 
 

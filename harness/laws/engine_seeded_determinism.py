@@ -22,7 +22,7 @@ NEEDS = frozenset({Observable.SEEDED})
 
 
 def cases(engine: str, device: str):
-    return engine_cases(engine, device, NAME, sampled=True)
+    return engine_cases(engine, device=device, law=NAME, sampled=True)
 
 
 def check(adapter, case: EngineCase) -> dict:

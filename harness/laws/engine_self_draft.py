@@ -8,7 +8,7 @@ differently and resolved it differently), or where the output ended inside that 
 its cap or a stop token). And the requests do speculate: a request with at least three
 output tokens took part in a round that drafted something.
 
-Needs: SELF_DRAFT, ACCEPT_LENGTHS, TARGET_LOGITS (the margins). Chains (tree_width 1): in a
+Needs: SELF_DRAFT, ACCEPT_LENGTHS, TARGET_LOGITS (the margins). Chains (topk 1): in a
 tree, the target's greedy path is one branch among several and the accept length is the
 depth to which it is present (specdec's white-box self_draft law checks that)."""
 from __future__ import annotations
@@ -25,7 +25,8 @@ NEEDS = frozenset({Observable.SELF_DRAFT, Observable.ACCEPT_LENGTHS, Observable.
 
 
 def cases(engine: str, device: str):
-    return engine_cases(engine, device, NAME, spec_fixed={"drafter": "self", "tree_width": 1})
+    return engine_cases(engine, device=device, law=NAME, spec_fixed={"drafter": "self",
+                                                                     "topk": 1})
 
 
 def check(adapter, case: EngineCase) -> dict:

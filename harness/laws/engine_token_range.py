@@ -24,8 +24,8 @@ NEEDS = frozenset()
 
 def cases(engine: str, device: str):
     """Greedy and sampled cases (every temperature, top-k and top-p the strategy draws)."""
-    return st.one_of(engine_cases(engine, device, NAME),
-                     engine_cases(engine, device, NAME, sampled=True))
+    return st.one_of(engine_cases(engine, device=device, law=NAME),
+                     engine_cases(engine, device=device, law=NAME, sampled=True))
 
 
 def check(adapter, case: EngineCase) -> dict:

@@ -32,7 +32,7 @@ def cut(tokens: list[int], max_new: int, stop: tuple) -> list[int]:
     return tokens
 
 
-def check_finish(outputs, max_new: list[int], stops: list[tuple], references=None,
+def check_finish(outputs, *, max_new: list[int], stops: list[tuple], references=None,
                  margins=None, dtype=None) -> None:
     """Finish law: every output has at most its max_new_tokens tokens; it holds a stop token
     only as its last token; its finish reason is "stop" exactly when that last token is a
@@ -78,8 +78,9 @@ def prop_finish(cfg: RunConfig, device: str | None = None) -> None:
     prompts = prompts_for(cfg, eng.cfg.vocab_size, device)
     longer = [n + STOP_PAST_CAP for n in counts]
     if cfg.temperature == 0:
-        refs, margins = greedy_baseline(cfg.model, prompts, cfg.max_new_tokens + STOP_PAST_CAP,
-                                        device, cfg.dtype, cfg.seed % 1000)
+        refs, margins = greedy_baseline(cfg.model, prompts=prompts,
+                                        max_new_tokens=cfg.max_new_tokens + STOP_PAST_CAP,
+                                        device=device, dtype=cfg.dtype, seed=cfg.seed % 1000)
     else:
         context = run_context(cfg, cfg.overlap) + STOP_PAST_CAP
         ref_eng = build_engine(cfg, device, cache=False, max_context=context)
@@ -88,7 +89,8 @@ def prop_finish(cfg: RunConfig, device: str | None = None) -> None:
     stops = [(r[cfg.stop_at],) if 0 <= cfg.stop_at < len(r) else () for r in refs]
     outs = run(cfg, eng, stops)
     exact = cfg.temperature == 0 or cfg.dtype == "float32"
-    check_finish(outs, counts, stops, refs if exact else None, margins, eng.dtype)
+    check_finish(outs, max_new=counts, stops=stops, references=refs if exact else None,
+                 margins=margins, dtype=eng.dtype)
     eng.check_accounting()
 
 

@@ -49,9 +49,11 @@ def cases(kernels):
 
 
 def run(kernels, case: KernelCase, batch: dict, seed: int):
-    return kernels.chain_sampling(batch["draft_ids"], batch["num_drafts"], batch["draft_probs"],
-                                  batch["target_probs"], batch["greedy"], seed,
-                                  case.knobs["variant"])
+    return kernels.chain_sampling(batch["draft_ids"], num_drafts=batch["num_drafts"],
+                                  draft_probs=batch["draft_probs"],
+                                  target_probs=batch["target_probs"], greedy=batch["greedy"],
+                                  seed=seed,
+                                  variant=case.knobs["variant"])
 
 
 def _greedy_row(d: list[int], nd: int, p) -> list[int]:

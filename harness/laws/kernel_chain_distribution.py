@@ -106,10 +106,11 @@ def check(kernels, case: KernelCase) -> dict:
     seed) is rejected too (harness/laws/confirm.py)."""
     def sample(k: int, scale: int) -> dict:
         b = batch(case, k, scale)
-        out = kernels.chain_sampling(b["draft_ids"], b["num_drafts"], b["draft_probs"],
-                                     b["target_probs"], b["greedy"],
-                                     case.seed if k == 0 else mix_seed(case.seed, k) % 2**31,
-                                     case.knobs["variant"]).tolist()
+        out = kernels.chain_sampling(b["draft_ids"], num_drafts=b["num_drafts"],
+                                     draft_probs=b["draft_probs"],
+                                     target_probs=b["target_probs"], greedy=b["greedy"],
+                                     seed=case.seed if k == 0 else mix_seed(case.seed, k) % 2**31,
+                                     variant=case.knobs["variant"]).tolist()
         first = [row[0] for row in out]
         d0 = b["draft_ids"][:, 0].tolist()
         second = [row[1] for row, d in zip(out, d0) if row[0] == d and len(row) > 1]

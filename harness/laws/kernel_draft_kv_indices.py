@@ -91,16 +91,20 @@ def check(kernels, case: KernelCase) -> dict:
     topk, steps, page, lens = k["topk"], k["num_steps"], k["page_size"], k["seq_lens"]
     table, pool = inputs(case)
     t = lambda x: torch.tensor(x, dtype=torch.int64)  # noqa: E731
-    got = kernels.draft_decode_kv_indices(torch.tensor(table, dtype=torch.int32), t(pool),
-                                          t(lens), topk, steps, page)
+    got = kernels.draft_decode_kv_indices(torch.tensor(table, dtype=torch.int32),
+                                          req_pool_indices=t(pool),
+                                          seq_lens=t(lens), topk=topk, num_steps=steps,
+                                          page_size=page)
     ptrs, idx = _rows(got["kv_indptr"], steps), _rows(got["kv_indices"], steps)
     where = f"seq_lens {lens}, pool rows {pool}, topk {topk}, steps {steps}, page {page}"
     if len(ptrs) != steps or len(idx) != steps:
         raise OracleFailure(NAME, "steps", f"{len(ptrs)} kv_indptr and {len(idx)} kv_indices "
                             f"rows for {steps} steps; {where}")
     total = 0
-    for i, (want_ptr, entries) in enumerate(L.draft_decode_kv_reads(table, pool, lens, topk,
-                                                                    steps, page)):
+    for i, (want_ptr, entries) in enumerate(L.draft_decode_kv_reads(table, req_pool_indices=pool,
+                                                                    prefix_lens=lens, topk=topk,
+                                                                    num_steps=steps,
+                                                                    page_size=page)):
         if ptrs[i][:len(want_ptr)] != want_ptr or len(ptrs[i]) < len(want_ptr):
             r = next((r for r, (a, b) in enumerate(zip(ptrs[i], want_ptr)) if a != b),
                      min(len(ptrs[i]), len(want_ptr)))

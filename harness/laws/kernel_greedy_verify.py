@@ -59,10 +59,10 @@ def check(kernels, case: KernelCase) -> dict:
     t64 = lambda x: torch.tensor(x, dtype=torch.int64)  # noqa: E731
     got = kernels.greedy_tree_verify(
         t64([c for _, c, _ in rows]),
-        t64([[b * ndt + t for t in range(ndt)] for b in range(bs)]),
-        t64([tr["next_token"] for tr, _, _ in rows]),
-        t64([tr["next_sibling"] for tr, _, _ in rows]),
-        t64([tg for _, _, tg in rows]), steps)
+        retrieve_index=t64([[b * ndt + t for t in range(ndt)] for b in range(bs)]),
+        next_token=t64([tr["next_token"] for tr, _, _ in rows]),
+        next_sibling=t64([tr["next_sibling"] for tr, _, _ in rows]),
+        target_predict=t64([tg for _, _, tg in rows]), num_steps=steps)
     pred = torch.as_tensor(got["predicts"]).reshape(-1).tolist()
     acc = torch.as_tensor(got["accept_index"]).tolist()
     num = torch.as_tensor(got["accept_len"]).reshape(-1).tolist()

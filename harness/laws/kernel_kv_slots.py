@@ -104,8 +104,9 @@ def _draft(kernels, case: KernelCase) -> int:
     pool = _pool(rng, k["pool_rows"], width)
     rows = rng.sample(range(k["pool_rows"]), bs)
     t = lambda x: torch.tensor(x, dtype=torch.int64)  # noqa: E731
-    got = kernels.draft_cache_locs(torch.tensor(pool, dtype=torch.int32), t(rows), t(seq_lens),
-                                   topk, steps, page)
+    got = kernels.draft_cache_locs(torch.tensor(pool, dtype=torch.int32), req_pool_indices=t(rows),
+                                   seq_lens=t(seq_lens),
+                                   topk=topk, num_steps=steps, page_size=page)
     out = torch.as_tensor(got["out_cache_loc"]).to(torch.int64).tolist()
     want = [x for r, s in zip(rows, seq_lens)
             for x in L.draft_out_cache_loc(pool[r], s, topk, steps, page)]

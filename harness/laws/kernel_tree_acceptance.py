@@ -57,13 +57,15 @@ def cases(kernels):
 
 def run(kernels, case: KernelCase, rows: list[dict]) -> dict:
     t = tree_batch(rows)
-    got = kernels.tree_sampling(t["candidates"], t["retrieve_index"], t["next_token"],
-                                t["next_sibling"], t["target_probs"], case.seed,
-                                case.knobs["spec_steps"])
+    got = kernels.tree_sampling(t["candidates"], retrieve_index=t["retrieve_index"],
+                                next_token=t["next_token"],
+                                next_sibling=t["next_sibling"], target_probs=t["target_probs"],
+                                seed=case.seed,
+                                num_steps=case.knobs["spec_steps"])
     return {k: torch.as_tensor(v).long().tolist() for k, v in got.items()}
 
 
-def _shape(b: int, n: int, acc: list, tok: list, num_steps: int, ndt: int, where: str):
+def _shape(b: int, *, n: int, acc: list, tok: list, num_steps: int, ndt: int, where: str):
     """The accepted nodes (local ids, root first) once the padding and ranges hold."""
     width = num_steps + 1
     if not 0 <= n <= num_steps or len(acc) != width or len(tok) != width:
@@ -78,12 +80,12 @@ def _shape(b: int, n: int, acc: list, tok: list, num_steps: int, ndt: int, where
     return nodes
 
 
-def check_row(b: int, n: int, acc: list, tok: list, row: dict, num_steps: int) -> int:
+def check_row(b: int, *, n: int, acc: list, tok: list, row: dict, num_steps: int) -> int:
     """The rules above for request b; returns its accepted drafts."""
     parents, cand, p = row["parents"], row["cand"], row["p"]
     where = (f"request {b}: parents {parents}, candidates {cand}, accept_index {acc}, "
              f"tokens {tok}")
-    nodes = _shape(b, n, acc, tok, num_steps, len(parents), where)
+    nodes = _shape(b, n=n, acc=acc, tok=tok, num_steps=num_steps, ndt=len(parents), where=where)
     for i in range(1, n + 1):
         u, v = nodes[i - 1], nodes[i]
         if parents[v] != u:
@@ -117,8 +119,9 @@ def check(kernels, case: KernelCase) -> dict:
     rows = tree_rows(case)
     got = run(kernels, case, rows)
     steps = case.knobs["spec_steps"]
-    accepted = sum(check_row(b, got["accept_len"][b], got["accept_index"][b], got["tokens"][b],
-                             row, steps) for b, row in enumerate(rows))
+    accepted = sum(check_row(b, n=got["accept_len"][b], acc=got["accept_index"][b],
+                             tok=got["tokens"][b],
+                             row=row, num_steps=steps) for b, row in enumerate(rows))
     return {"accepted": accepted}
 
 

@@ -58,9 +58,10 @@ def check(kernels, case: KernelCase) -> dict:
     parent_list, sel, seq_lens = tree_inputs(case)
     pl = (torch.tensor(parent_list, dtype=torch.int64) if k["spec_steps"] > 1
           else torch.empty(k["bs"], 0, dtype=torch.int64))
-    got = kernels.tree_build(pl, torch.tensor(sel, dtype=torch.int64).reshape(k["bs"], -1),
-                             torch.tensor(seq_lens, dtype=torch.int64), k["topk"],
-                             k["spec_steps"], k["ndt"], k["mode"])
+    sel = torch.tensor(sel, dtype=torch.int64).reshape(k["bs"], -1)
+    got = kernels.tree_build(pl, top_scores_index=sel,
+                             seq_lens=torch.tensor(seq_lens, dtype=torch.int64), topk=k["topk"],
+                             spec_steps=k["spec_steps"], ndt=k["ndt"], mode=k["mode"])
     want = expected(case)
     for name in ("positions", "mask", "retrieve_index", "next_token", "next_sibling"):
         g, w = _as_ints(name, got[name], k["mode"], k["ndt"]), want[name]

@@ -52,9 +52,11 @@ def check(kernels, case: KernelCase) -> dict:
          for k, v in tree_batch([row]).items()}
     ndt = len(row["parents"])
     t["retrieve_index"] = torch.arange(n_rows * ndt, dtype=torch.int64).reshape(n_rows, ndt)
-    got = kernels.tree_sampling(t["candidates"], t["retrieve_index"], t["next_token"],
-                                t["next_sibling"], t["target_probs"], case.seed,
-                                case.knobs["spec_steps"])
+    got = kernels.tree_sampling(t["candidates"], retrieve_index=t["retrieve_index"],
+                                next_token=t["next_token"],
+                                next_sibling=t["next_sibling"], target_probs=t["target_probs"],
+                                seed=case.seed,
+                                num_steps=case.knobs["spec_steps"])
     tokens = torch.as_tensor(got["tokens"]).long().tolist()
     num = torch.as_tensor(got["accept_len"]).long().reshape(-1).tolist()
     acc = torch.as_tensor(got["accept_index"]).long().tolist()

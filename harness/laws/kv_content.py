@@ -22,7 +22,7 @@ NAME = "kv_content"  # the law whose checks this module raises (OracleFailure)
 KV_TOL = {torch.float32: 1e-4, torch.float16: 2e-2, torch.bfloat16: 1.5e-1}
 
 
-def _compare(pool: str, rid: int, layer: int, got: torch.Tensor, k: torch.Tensor,
+def _compare(pool: str, *, rid: int, layer: int, got: torch.Tensor, k: torch.Tensor,
              v: torch.Tensor, tol: float) -> None:
     for name, g, w in (("K", got[0], k), ("V", got[1], v)):
         diff = (g.float() - w.float().cpu()).abs()
@@ -47,12 +47,14 @@ def check_kv_content(trace, engine) -> int:
         n, toks = fr.seq_len, fr.tokens
         _, hidden, k, v = reference_prefill(engine.target, toks[:n], engine.device)
         for layer, got in enumerate(fr.target_kv):
-            _compare("target", fr.rid, layer, got[:, :n], k[layer], v[layer], tol)
+            _compare("target", rid=fr.rid, layer=layer, got=got[:, :n], k=k[layer], v=v[layer],
+                     tol=tol)
         if engine.spec is None:
             continue
         dk, dv, m = reference_draft_kv(engine, toks, n, hidden)
         for layer, got in enumerate(fr.draft_kv):
-            _compare("draft", fr.rid, layer, got[:, :m], dk[layer], dv[layer], tol)
+            _compare("draft", rid=fr.rid, layer=layer, got=got[:, :m], k=dk[layer], v=dv[layer],
+                     tol=tol)
     return len(trace.finished)
 
 

@@ -112,7 +112,8 @@ class LifecycleMachine(RuleBasedStateMachine):
     def _submit(self, data, prompt: list[int], new: int) -> None:
         cfg = self.cfg
         self.prompts.append(prompt)
-        ref = reference_output(cfg.model, prompt, new, self.device, cfg.dtype, cfg.seed)
+        ref = reference_output(cfg.model, prompt=prompt, max_new_tokens=new, device=self.device,
+                               dtype=cfg.dtype, seed=cfg.seed)
         # A stop token taken from the reference output, so that it is actually reached.
         at = data.draw(st.none() | st.integers(0, new - 1), label="stop_at")
         stop = () if at is None else (ref[0][at],)

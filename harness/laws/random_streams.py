@@ -77,7 +77,8 @@ def _unseeded(cfg: StreamConfig) -> None:
     reqs = [Req(i, [1], 1, SamplingParams(1.0)) for i in range(cfg.n)]
     position = random.Random(cfg.seed).randrange(1, 1 << 20)
     other_seed = (cfg.engine_seed + 1 + cfg.seed % 1000) % 2**31
-    coins = [batch_sampling(reqs, s, [position] * cfg.n, cfg.ndt, "cpu").final_coins.numpy()
+    coins = [batch_sampling(reqs, engine_seed=s, positions=[position] * cfg.n, n_accept=cfg.ndt,
+                            device="cpu").final_coins.numpy()
              for s in (cfg.engine_seed, other_seed)]
     _uniform(coins[0], f"final coins of {cfg.n} unseeded requests at one position")
     _independence(coins[0], coins[1], f"unseeded requests' final coins under engine seeds "
@@ -98,7 +99,8 @@ def prop_random_streams(cfg: StreamConfig, device: str | None = None) -> None:
     rng = random.Random(cfg.seed)
     reqs = [Req(i, [1], 1, SamplingParams(1.0, seed=rng.randrange(2**62))) for i in range(cfg.n)]
     positions = [rng.randrange(1, 1 << 20) for _ in reqs]
-    bs = batch_sampling(reqs, cfg.engine_seed, positions, cfg.ndt, "cpu", cfg.num_steps)
+    bs = batch_sampling(reqs, engine_seed=cfg.engine_seed, positions=positions, n_accept=cfg.ndt,
+                        device="cpu", n_draft=cfg.num_steps)
     draft, accept = bs.draft_coins.numpy(), bs.accept_coins.numpy()
     final = bs.final_coins.numpy()
     pairs = [(draft[:, 0], accept[:, 0], "draft coin 0 vs acceptance coin 0"),
@@ -110,8 +112,9 @@ def prop_random_streams(cfg: StreamConfig, device: str | None = None) -> None:
         _independence(x, y, what)
     for x, what in ((draft, "draft coins"), (accept, "acceptance coins"), (final, "final coins")):
         _uniform(x.reshape(-1), what)
-    back = batch_sampling(reqs[::-1], cfg.engine_seed, positions[::-1], cfg.ndt, "cpu",
-                          cfg.num_steps)
+    back = batch_sampling(reqs[::-1], engine_seed=cfg.engine_seed, positions=positions[::-1],
+                          n_accept=cfg.ndt, device="cpu",
+                          n_draft=cfg.num_steps)
     for name in ("draft_coins", "accept_coins", "final_coins"):
         if not np.array_equal(getattr(back, name).numpy()[::-1], getattr(bs, name).numpy()):
             raise OracleFailure(NAME, NAME, f"{name}: a request's coins depend on its "

@@ -131,7 +131,7 @@ def _fail(name, b, what):
     raise OracleFailure(NAME, NAME, f"{name} request {b}: {what}")
 
 
-def _check_token(name, b, tok, row, vocab, what):
+def _check_token(name, *, b, tok, row, vocab, what):
     if not 0 <= tok < vocab:
         _fail(name, b, f"{what} {tok} outside the vocabulary [0, {vocab})")
     if not row[tok] > 0:
@@ -176,12 +176,14 @@ def _tree(case, device, gen):
                 _fail(fn.__name__, b, f"accept_index {accept_index[b].tolist()} (n = {n}) is "
                                       f"not a tree path")
             for a, c in pairwise(nodes):  # an accepted draft: the target row of its parent
-                _check_token(fn.__name__, b, int(predicts[b * ndt + a]), target[b, a], vocab,
-                             f"accepted draft (node {c})")
+                _check_token(fn.__name__, b=b, tok=int(predicts[b * ndt + a]), row=target[b, a],
+                             vocab=vocab,
+                             what=f"accepted draft (node {c})")
             last = nodes[-1]
             r = target[b, last] - (draft[b, last] if n != steps else 0)
-            _check_token(fn.__name__, b, int(predicts[b * ndt + last]), np.maximum(r, 0), vocab,
-                         f"final token (node {last}, {n} accepted)")
+            _check_token(fn.__name__, b=b, tok=int(predicts[b * ndt + last]), row=np.maximum(r, 0),
+                         vocab=vocab,
+                         what=f"final token (node {last}, {n} accepted)")
 
 
 def _chain(case, device, gen):
@@ -214,11 +216,13 @@ def _chain(case, device, gen):
                     b * ndt + i if i <= n else -1 for i in range(ndt)]:
                 _fail(fn.__name__, b, f"accept_index {accept_index[b].tolist()} (n = {n})")
             for i in range(n):
-                _check_token(fn.__name__, b, int(predicts[b * ndt + i]), target[b, i], vocab,
-                             f"accepted draft {i + 1}")
+                _check_token(fn.__name__, b=b, tok=int(predicts[b * ndt + i]), row=target[b, i],
+                             vocab=vocab,
+                             what=f"accepted draft {i + 1}")
             r = target[b, n] - (draft[b, n] if n < ndt - 1 else 0)
-            _check_token(fn.__name__, b, int(predicts[b * ndt + n]), np.maximum(r, 0), vocab,
-                         f"final token ({n} accepted)")
+            _check_token(fn.__name__, b=b, tok=int(predicts[b * ndt + n]), row=np.maximum(r, 0),
+                         vocab=vocab,
+                         what=f"final token ({n} accepted)")
 
 
 def _one_token(case, device, gen):
@@ -231,7 +235,8 @@ def _one_token(case, device, gen):
         tokens = sample_tokens(SimpleNamespace(tree_speculative_sampling_target_only=fn),
                                torch.from_numpy(probs).to(device), coins).cpu()
         for b in range(case.bs):
-            _check_token(fn.__name__, b, int(tokens[b]), probs[b], case.vocab, "sampled token")
+            _check_token(fn.__name__, b=b, tok=int(tokens[b]), row=probs[b], vocab=case.vocab,
+                         what="sampled token")
 
 
 def _draft_noise(case, device, gen):
@@ -243,7 +248,7 @@ def _draft_noise(case, device, gen):
                        torch.full((case.bs,), case.coin, device=device)).cpu()
     for b in range(case.bs):
         tok = int(tokens[b])
-        _check_token("draw_from", b, tok, probs[b], case.vocab, "draft token")
+        _check_token("draw_from", b=b, tok=tok, row=probs[b], vocab=case.vocab, what="draft token")
         cdf = np.cumsum(probs[b].astype(np.float64))
         want = int(np.flatnonzero(cdf > case.coin)[0])
         if tok != want:

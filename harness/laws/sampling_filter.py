@@ -227,7 +227,7 @@ def _plain_softmax(logits: torch.Tensor, temperature: torch.Tensor) -> torch.Ten
     return torch.softmax((x - x.amax(-1, keepdim=True)) / temperature[:, None, None], dim=-1)
 
 
-def _check_row(case, b: int, got: np.ndarray, logits: np.ndarray, t: float, top_k: int,
+def _check_row(case, *, b: int, got: np.ndarray, logits: np.ndarray, t: float, top_k: int,
                top_p: float, flags, e: _Expected | None = None) -> None:
     what = f"row {b} (T={t}, top_k={top_k}, top_p={top_p}, cut flags {flags})"
     e = e or _expected(logits, t, top_k, top_p)
@@ -284,10 +284,12 @@ def prop_sampling_filter(case: SamplingFilterCase, device: str) -> None:
     expected = [_expected(*r) for r in rows]
     plain = _plain_softmax(logits, temp)[:, 0]
     for flags in sorted({(True, True), eager_flags}):
-        got32 = sampler.filtered_probs(logits, temp, top_k, top_p, *flags)[:, 0]
+        got32 = sampler.filtered_probs(logits, temperature=temp, top_k=top_k, top_p=top_p,
+                                       cut_k=flags[0], cut_p=flags[1])[:, 0]
         got = got32.double().cpu()
         for b, (lg, t, k, p) in enumerate(rows):
-            _check_row(case, b, got[b].numpy(), lg, t, k, p, flags, expected[b])
+            _check_row(case, b=b, got=got[b].numpy(), logits=lg, t=t, top_k=k, top_p=p,
+                       flags=flags, e=expected[b])
             if _filters_off(k, p, case.vocab) and not torch.equal(got32[b], plain[b]):
                 diff = (got32[b] != plain[b]).cpu()
                 raise OracleFailure(NAME, 

@@ -71,9 +71,12 @@ def check_round_structure(rnd, n: int, s: SpecShape) -> None:
         where = f"round {n} request {b}"
         tree = T.build_tree(rnd.parent_list[b].tolist(), rnd.top_scores_index[b].tolist(),
                             s.topk, s.num_steps, s.ndt)
-        _check_tree_and_verify(rnd, verify, tree, mask_blocks[b], b, where, s, seq, r2t)
-        tokens = _check_acceptance(rnd, tree, target_predict, b, where, s)
-        _check_extend_request(rnd, extend, tokens, b, where, s, seq, r2t)
+        _check_tree_and_verify(rnd, verify=verify, tree=tree, mask_block=mask_blocks[b], b=b,
+                               where=where, s=s, seq=seq, r2t=r2t)
+        tokens = _check_acceptance(rnd, tree=tree, target_predict=target_predict, b=b, where=where,
+                                   s=s)
+        _check_extend_request(rnd, extend=extend, want_tokens=tokens, b=b, where=where, s=s,
+                              seq=seq, r2t=r2t)
     bs = len(seq)
     _check_padding(verify, bs * s.ndt, f"round {n} verify",
                    reads=[p % s.page_size for p in range(PAD_SEQ_LEN + s.ndt)])
@@ -102,7 +105,7 @@ def _check_draft_decode(rnd, n: int, s: SpecShape, seq: list[int], r2t) -> None:
         _check_padding(f, bs * s.topk, where, position=i)
 
 
-def _check_tree_and_verify(rnd, verify, tree, mask_block, b: int, where: str, s: SpecShape,
+def _check_tree_and_verify(rnd, *, verify, tree, mask_block, b: int, where: str, s: SpecShape,
                            seq: list[int], r2t) -> None:
     """Request b's tree (mask, positions, links, node order) and its verify write slots."""
     rows = slice(b * s.ndt, (b + 1) * s.ndt)
@@ -123,7 +126,7 @@ def _check_tree_and_verify(rnd, verify, tree, mask_block, b: int, where: str, s:
             [int(r2t[b, seq[b] + t]) for t in range(s.ndt)])
 
 
-def _check_acceptance(rnd, tree, target_predict: list[int], b: int, where: str,
+def _check_acceptance(rnd, *, tree, target_predict: list[int], b: int, where: str,
                       s: SpecShape) -> list[int]:
     """Request b's greedy acceptance and accepted tokens (stride num_steps + 1); returns the
     accepted nodes' target tokens."""
@@ -139,7 +142,7 @@ def _check_acceptance(rnd, tree, target_predict: list[int], b: int, where: str,
     return want_tokens
 
 
-def _check_extend_request(rnd, extend, want_tokens: list[int], b: int, where: str,
+def _check_extend_request(rnd, *, extend, want_tokens: list[int], b: int, where: str,
                           s: SpecShape, seq: list[int], r2t) -> None:
     """Request b's draft extend: positions, write slots (slot 0 past the accepted) and the
     compacted accepted tokens."""

@@ -31,7 +31,7 @@ def prop_structure_under_churn(cfg: ChurnConfig, device: str | None = None) -> N
     """Oracle 1 after every step of a run whose batch grows and shrinks across padded
     captured sizes; oracle 3 and a leak-free pool at its end (module docstring)."""
     device = device or default_device()
-    spec = SpecConfig(cfg.topk, cfg.num_steps, cfg.ndt)
+    spec = SpecConfig(topk=cfg.topk, num_steps=cfg.num_steps, num_draft_tokens=cfg.ndt)
     new_tokens = len(cfg.sizes) * (cfg.num_steps + 1) + 2  # none finishes on its own
     context = cfg.max_prompt_len + new_tokens + reserve_margin(spec, cfg.page_size, cfg.overlap)
     eng = Engine(model=cfg.model, spec=spec, draft=cfg.draft, page_size=cfg.page_size,

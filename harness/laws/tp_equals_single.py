@@ -45,7 +45,7 @@ def _fail(detail: str) -> None:
     raise OracleFailure(NAME, NAME, detail)
 
 
-def _compare_shard(what: str, rank: int, world: int, rid: int, layer: int, got, k, v,
+def _compare_shard(what: str, *, rank: int, world: int, rid: int, layer: int, got, k, v,
                    tol: float) -> None:
     """Rank `rank`'s KV [2, n, Hkv/world, D] against heads rank*Hkv/world.. of the reference."""
     per = got.shape[2]
@@ -70,14 +70,14 @@ def _check_shards(single, shards: list, dtype) -> None:
         for rid, toks, n, target_kv, draft_kv in finished:
             _, hidden, k, v = reference_prefill(single.target, toks[:n], single.device)
             for layer, got in enumerate(target_kv):
-                _compare_shard("target", rank, world, rid, layer, got[:, :n], k[layer],
-                               v[layer], tol)
+                _compare_shard("target", rank=rank, world=world, rid=rid, layer=layer,
+                               got=got[:, :n], k=k[layer], v=v[layer], tol=tol)
             if single.spec is None:
                 continue
             dk, dv, m = reference_draft_kv(single, toks, n, hidden)
             for layer, got in enumerate(draft_kv):
-                _compare_shard("draft", rank, world, rid, layer, got[:, :m], dk[layer],
-                               dv[layer], tol)
+                _compare_shard("draft", rank=rank, world=world, rid=rid, layer=layer,
+                               got=got[:, :m], k=dk[layer], v=dv[layer], tol=tol)
 
 
 def prop_tp_equals_single(cfg: RunConfig, device: str | None = None) -> None:

@@ -107,7 +107,7 @@ def _rederive_tree(step0_logits: torch.Tensor, decode_rows: list[torch.Tensor],
     return _DraftTree(nodes, rows, carry_cut)
 
 
-def _node_cuts(tree: _DraftTree, committed: list[int], j: int, topk: int, ndt: int,
+def _node_cuts(tree: _DraftTree, *, committed: list[int], j: int, topk: int, ndt: int,
                steps: int) -> tuple[torch.Tensor | None, list[tuple[bool, float]]]:
     """The cuts (passed?, margin), in order, that put the node committed[:j] in the tree,
     and the row that expands its parent (None: the parent was never expanded)."""
@@ -129,7 +129,7 @@ def _node_cuts(tree: _DraftTree, committed: list[int], j: int, topk: int, ndt: i
     return row, cuts
 
 
-def accept_decision_gap(step0_logits: torch.Tensor, decode_rows: list[torch.Tensor],
+def accept_decision_gap(step0_logits: torch.Tensor, *, decode_rows: list[torch.Tensor],
                         decode_inputs: list[torch.Tensor], topk: int, ndt: int,
                         committed: list[int]) -> float | None:
     """The smallest gap at a cut that decides this round's accept length, or None when the
@@ -155,7 +155,7 @@ def accept_decision_gap(step0_logits: torch.Tensor, decode_rows: list[torch.Tens
     steps, accepted = len(decode_rows) + 1, len(committed) - 1
     gaps = []
     for j in range(1, min(accepted + 1, steps) + 1):
-        row, cuts = _node_cuts(tree, committed, j, topk, ndt, steps)
+        row, cuts = _node_cuts(tree, committed=committed, j=j, topk=topk, ndt=ndt, steps=steps)
         in_tree = row is not None and all(kept for kept, _ in cuts)
         if in_tree != (j <= accepted):
             return None  # the re-derived tree is not the one the engine verified

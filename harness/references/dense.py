@@ -19,7 +19,7 @@ class DenseCausalAttention:
         self.k: dict[int, torch.Tensor] = {}
         self.v: dict[int, torch.Tensor] = {}
 
-    def forward(self, q, k, v, layer_id, fb, rope, positions):
+    def forward(self, q, *, k, v, layer_id, fb, rope, positions):
         if self.cfg is not None:
             rope = _tables(self.cfg, int(positions.max()) + 1, positions.device)
         q, k = _rotate(q, rope, positions), _rotate(k, rope, positions)

@@ -147,7 +147,7 @@ def per_step_rows(flat_loc, bs: int, topk: int, num_steps: int) -> list[list[int
 
 
 # -- draft decode KV reads (sections 2 and 4) -----------------------------------------------
-def draft_branch_reads(req_to_token_row, prefix_len: int, topk: int, num_steps: int,
+def draft_branch_reads(req_to_token_row, *, prefix_len: int, topk: int, num_steps: int,
                        page_size: int, branch: int, step: int) -> list[tuple[int, ...]]:
     """The KV slots branch `branch` attends to in draft decode step `step`, in order, each
     entry the tuple of slots that serve: the prefix (positions 0 .. prefix_len-1 of the row),
@@ -171,7 +171,7 @@ def draft_branch_reads(req_to_token_row, prefix_len: int, topk: int, num_steps: 
     return entries
 
 
-def draft_decode_kv_reads(req_to_token, req_pool_indices, prefix_lens, topk: int,
+def draft_decode_kv_reads(req_to_token, *, req_pool_indices, prefix_lens, topk: int,
                           num_steps: int, page_size: int) -> list[tuple[list[int], list]]:
     """Per draft decode step i = 0 .. num_steps-1: (kv_indptr, entries) of the batch.
 
@@ -185,8 +185,9 @@ def draft_decode_kv_reads(req_to_token, req_pool_indices, prefix_lens, topk: int
         ptr, entries = [0], []
         for r, n in zip(rows, lens):
             for k in range(topk):
-                reads = draft_branch_reads(req_to_token[int(r)], int(n), topk, num_steps,
-                                           page_size, k, i)
+                reads = draft_branch_reads(req_to_token[int(r)], prefix_len=int(n), topk=topk,
+                                           num_steps=num_steps,
+                                           page_size=page_size, branch=k, step=i)
                 entries += reads
                 ptr.append(ptr[-1] + len(reads))
         out.append((ptr, entries))

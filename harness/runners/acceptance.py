@@ -65,7 +65,7 @@ def defaults(args, device: str) -> tuple[str, int, int, int, str]:
             plen, args.grid or ("full" if gpu else "quick"))
 
 
-def run_gate(pair, device: str, dtype: str, n_prompts: int, max_new_tokens: int,
+def run_gate(pair, *, device: str, dtype: str, n_prompts: int, max_new_tokens: int,
              prompt_len: int, configs: list, drafters: list[str],
              baselines: str = BASELINES, rewrite: bool = False) -> list[dict]:
     """One row per (drafter, configuration): measured mean, bound and verdict. `rewrite`:
@@ -77,7 +77,9 @@ def run_gate(pair, device: str, dtype: str, n_prompts: int, max_new_tokens: int,
     rows = []
     for drafter in drafters:
         for topk, steps, ndt in configs:
-            m = measure(pair, drafter, topk, steps, ndt, n_prompts, max_new_tokens, device, dtype,
+            m = measure(pair, drafter=drafter, topk=topk, num_steps=steps, ndt=ndt,
+                        n_prompts=n_prompts, max_new_tokens=max_new_tokens, device=device,
+                        dtype=dtype,
                         prompt_len=prompt_len)
             key = config_key(drafter, topk, steps, ndt)
             base = table.get(key)
@@ -172,32 +174,36 @@ def _main(args, device: str, argv: list[str]) -> int:
                                                  load_clean, save_clean)
         names = args.faults.split(",") if args.faults else None
         if args.clean_only:
-            save_clean(clean_runs(pair, device, dtype, n_prompts, max_new, plen), args.clean)
+            save_clean(clean_runs(pair, device=device, dtype=dtype, n=n_prompts, new=max_new,
+                                  plen=plen), args.clean)
             return 0
         if device.startswith("cuda") and not args.in_process:
             rows = fault_table_isolated(names, argv, args.jobs)
         else:
-            rows = fault_table(pair, device, dtype, n_prompts, max_new, plen, names,
-                               args.baselines, load_clean(args.clean) if args.clean else None)
+            rows = fault_table(pair, device=device, dtype=dtype, n_prompts=n_prompts,
+                               max_new=max_new, prompt_len=plen, names=names,
+                               baselines=args.baselines,
+                               clean=load_clean(args.clean) if args.clean else None)
         from specdec.bench.results import write
         write(args.out or f"bench/results/acceptance-faults-{device_key(device, dtype)}.json",
-              device, rows, None, {"dtype": dtype, "prompts": n_prompts,
+              device=device, rows=rows, bench=None, extra={"dtype": dtype, "prompts": n_prompts,
                                    "max_new_tokens": max_new, "prompt_len": plen,
                                    "pair": pair.identity()},
-              argv, plot=False, prog="python -m harness")
+              argv=argv, plot=False, prog="python -m harness")
         return 0 if all(r["caught"] or not r.get("effect", True) for r in rows) else 1
     drafters = [d.strip() for d in args.drafters.split(",") if d.strip()]
     print(f"acceptance on {device} {dtype}: {n_prompts} held-out prompts "
           f"({f'last {plen} tokens' if plen else 'whole'}) x {max_new} new tokens, greedy; "
           f"bound: baseline - z_(1-{ALPHA:g}) * s / sqrt(rounds)\n{HEADER}")
-    rows = run_gate(pair, device, dtype, n_prompts, max_new, plen, GRIDS[grid], drafters,
-                    args.baselines, rewrite=args.write_baseline)
+    rows = run_gate(pair, device=device, dtype=dtype, n_prompts=n_prompts, max_new_tokens=max_new,
+                    prompt_len=plen, configs=GRIDS[grid], drafters=drafters,
+                    baselines=args.baselines, rewrite=args.write_baseline)
     out = args.out or f"bench/results/acceptance-{device_key(device, dtype)}.json"
     from specdec.bench.results import write
-    write(out, device, rows, None, {"dtype": dtype, "prompts": n_prompts,
+    write(out, device=device, rows=rows, bench=None, extra={"dtype": dtype, "prompts": n_prompts,
                                     "max_new_tokens": max_new, "prompt_len": plen,
                                     "alpha": ALPHA,
-                                    "pair": pair.identity()}, argv, plot=False,
+                                    "pair": pair.identity()}, argv=argv, plot=False,
           prog="python -m harness")
     try:
         plot(rows, out.rsplit(".", 1)[0] + ".png", f"{device} {dtype}, {n_prompts} prompts")

@@ -78,7 +78,7 @@ def zoo(device: str, timeout: float) -> dict:
     return res
 
 
-def run(device: str, budget: float, properties: list[str] | None, skip_pytest: bool,
+def run(device: str, *, budget: float, properties: list[str] | None, skip_pytest: bool,
         skip_zoo: bool, timeout: float, profile: str = "gpu") -> tuple[list[dict], dict]:
     rows = property_rates(device, budget, properties, profile)
     extra = {"profile": profile, "budget_s_per_property": budget,
@@ -105,8 +105,10 @@ def add_parser(sub) -> None:
 def main(args, device: str, argv: list[str]) -> int:
     from specdec.bench import results
     props = args.properties.split(",") if args.properties else None
-    rows, extra = run(device, args.budget, props, args.skip_pytest, args.skip_zoo,
-                      args.sub_timeout, args.profile)
-    results.write(args.out or f"bench/results/harness-{device}.json", device, rows, "harness",
-                  extra, argv, plot=not args.no_plot, prog="python -m harness")
+    rows, extra = run(device, budget=args.budget, properties=props, skip_pytest=args.skip_pytest,
+                      skip_zoo=args.skip_zoo,
+                      timeout=args.sub_timeout, profile=args.profile)
+    results.write(args.out or f"bench/results/harness-{device}.json", device=device, rows=rows,
+                  bench="harness",
+                  extra=extra, argv=argv, plot=not args.no_plot, prog="python -m harness")
     return 0

@@ -38,7 +38,7 @@ def _run_chunk(name: str, report: PropertyReport, chunk_seed: int, device: str,
                profile: settings):
     law = LAWS[name]
     got = run_chunk(law.strategy(device.startswith("cuda"), {}),
-                    lambda cfg: law.prop(cfg, device), chunk_seed=chunk_seed, profile=profile,
+                    check=lambda cfg: law.prop(cfg, device), chunk_seed=chunk_seed, profile=profile,
                     phases=law.phases, passed=report.passed,
                     runnable=lambda cfg: runnable(cfg, device))  # TP: too few GPUs here
     report.exhausted = got.exhausted

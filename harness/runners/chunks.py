@@ -46,7 +46,7 @@ class Chunk:
     skipped: int = 0
 
 
-def run_chunk(strategy, check: Callable, *, chunk_seed: int, profile, phases,
+def run_chunk(strategy, *, check: Callable, chunk_seed: int, profile, phases,
               passed: PassedCases, runnable: Callable | None = None) -> Chunk:
     """CHUNK examples of `strategy` through `check` (raises on a violation), shrinking a
     failure; `runnable(case)` False skips a case this machine cannot run."""

@@ -13,7 +13,7 @@ from hypothesis import settings
 
 from harness.base.failure import OracleFailure
 from harness.gate import profiles
-from harness.runners import acceptance, bench
+from harness.runners import acceptance, bench, mixed_run
 from harness.runners.cases import load_cases
 from harness.runners.check import check
 from harness.runners.engine_suite import ENGINE_LAWS
@@ -73,7 +73,7 @@ def _add_mixed_parser(sub) -> None:
     m.add_argument("--max-batch", type=int, default=16)
     m.add_argument("--pool-requests", type=float, default=3.0,
                    help="KV pool size in largest-request worst cases (small: retraction)")
-    m.add_argument("--page-size", type=int, default=4)
+    m.add_argument("--page-size", type=int, default=mixed_run.PAGE_SIZE)
     m.add_argument("--cuda-graph", action="store_true")
     m.add_argument("--overlap", action="store_true", help="overlap scheduling (section 10)")
     m.add_argument("--prefix-cache", action="store_true",
@@ -114,6 +114,9 @@ def _add_foreign_parsers(sub) -> None:
 
 def _add_laws_parser(sub) -> None:
     sub.add_parser("laws", help="the index of every declared law, as docs/laws.md holds it")
+    z = sub.add_parser("zoo-table", help="rewrite contract section 9's fault tables from the "
+                       "fault registry (faultpoints.REGISTRY)")
+    z.add_argument("--contract", default="docs/contract.md")
 
 
 def _add_gate_profile_parser(sub) -> None:
@@ -154,7 +157,8 @@ def main(argv=None) -> int:
 
 def _run_mixed(ap, args, device: str, argv) -> int:
     from harness.runners.mixed_run import mixed_run
-    print(mixed_run(args.requests, args.seed, device, args.model, page_size=args.page_size,
+    print(mixed_run(args.requests, seed=args.seed, device=device, model=args.model,
+                    page_size=args.page_size,
                     max_batch=args.max_batch, pool_requests=args.pool_requests,
                     cuda_graph=args.cuda_graph, overlap=args.overlap,
                     prefix_cache=args.prefix_cache, tp_size=args.tp))
@@ -190,7 +194,8 @@ def _run_foreign(ap, args, device: str, argv) -> int:
     if args.foreign_cmd == "pack":
         dist, _, version = args.release.partition("==")
         from harness.runners.kernel_suite import exercise
-        pack(foreign_class(dist), version, args.out, exercise=exercise, python=args.python,
+        pack(foreign_class(dist), version=version, out=args.out, exercise=exercise,
+             python=args.python,
              all_sources=args.all_sources)
         return 0
     for release in args.releases:
@@ -233,7 +238,7 @@ def _run_zoo(ap, args, device: str, argv) -> int:
         ap.error(f"--jobs {jobs!r}: a number of processes >= 1, or auto")
     from harness.gate.gate_profile import inside_parent
     with inside_parent():  # a profiled gate test's detection process: its phases, under it
-        rows = zoo(device, args.profile, names, json_path=args.json,
+        rows = zoo(device, profile_name=args.profile, names=names, json_path=args.json,
                    in_process=args.in_process, jobs=int(jobs), scope=args.scope)
     # A fault caught only by another check than its case declares is a weak law: exit 1 too.
     return 0 if all(r.caught and r.declared_caught for r in rows) else 1
@@ -242,6 +247,15 @@ def _run_zoo(ap, args, device: str, argv) -> int:
 def _run_laws(ap, args, device: str, argv) -> int:
     from harness.laws.index import markdown
     print(markdown())
+    return 0
+
+
+def _run_zoo_table(ap, args, device: str, argv) -> int:
+    from pathlib import Path
+
+    from harness.runners.zoo_table import write
+    changed = write(Path(args.contract))
+    print(f"{args.contract}: section 9's tables {'rewritten' if changed else 'already current'}")
     return 0
 
 
@@ -280,6 +294,7 @@ _COMMANDS = {
     "zoo": _run_zoo,
     "repro": _run_repro,
     "laws": _run_laws,
+    "zoo-table": _run_zoo_table,
     "foreign": _run_foreign,
     "sweep": _run_sweep,
 }

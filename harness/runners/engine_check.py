@@ -29,10 +29,10 @@ class LawReport:
                 f"{len(self.failures):>8} {self.seconds:>7.1f}s")
 
 
-def _chunk(rep: LawReport, engine: str, device: str, chunk_seed: int, profile,
+def _chunk(rep: LawReport, *, engine: str, device: str, chunk_seed: int, profile,
            passed: PassedCases) -> None:
     got = run_chunk(ENGINE_LAWS[rep.name].cases(engine, device),
-                    lambda case: run_case(rep.name, case, device), chunk_seed=chunk_seed,
+                    check=lambda case: run_case(rep.name, case, device), chunk_seed=chunk_seed,
                     profile=profile, phases=phases(rep.name), passed=passed)
     rep.exhausted = got.exhausted
     rep.failures += [got.failure] if got.failure else []
@@ -50,7 +50,8 @@ def sweep(engine: str, budget: float, device: str, profile, names=None) -> list[
     for rep in live:
         t0, chunk, passed = time.perf_counter(), 0, PassedCases()
         while time.perf_counter() - t0 < per_law and not rep.failures and not rep.exhausted:
-            _chunk(rep, engine, device, 1000 + chunk, profile, passed)
+            _chunk(rep, engine=engine, device=device, chunk_seed=1000 + chunk, profile=profile,
+                   passed=passed)
             chunk += 1
             rep.seconds = time.perf_counter() - t0
             if sys.stderr.isatty():

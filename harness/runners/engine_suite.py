@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from harness.adapters import applicability
 from harness.adapters.protocol import Observable
 from harness.adapters.registry import default_adapter
+from harness.gate import red_gate
 from harness.laws.index import black_box
 from harness.runners import parts
 from harness.strategies.engine_cases import EngineCase
@@ -58,7 +59,7 @@ def run_case(law: str, case: EngineCase, device: str):
         raise
 
 
-def law_test(law: str, engine: str, device: str, max_examples: int | None = None,
+def law_test(law: str, *, engine: str, device: str, max_examples: int | None = None,
              profile: settings | None = None, part: tuple[int, int] = (0, 1)):
     """The Hypothesis test of one law on one engine (test_engine_laws.py runs it); `part`
     (k, of): the k-th of `of` tests sharing the law's examples (the law's `parts`), each
@@ -67,6 +68,7 @@ def law_test(law: str, engine: str, device: str, max_examples: int | None = None
 
     @given(case=mod.cases(engine, device))
     def test(case):
+        red_gate.check()  # a red gate ends this test between examples
         run_case(law, case, device)
     base = profile or settings.default
     fraction = FRACTION[law]

@@ -26,6 +26,7 @@ from harness.laws.acceptance_path_invariant import PathPair, prop_acceptance_pat
 from harness.base.failure import OracleFailure
 from harness.strategies.trained_pair import measure
 from specdec import faults
+from specdec.defaults import PAGE_SIZE
 
 # The first zoo's draft-side faults; SGLang #25015 (the draft position off by one that shipped
 # as an acceptance drop, issue 25's seed) is the first two.
@@ -82,14 +83,16 @@ def _configs(dtype: str, n: int):
                                                                dtype=dtype, **kw)
 
 
-def _floor_rows(pair, device: str, dtype: str, baselines: str, n: int, new: int,
+def _floor_rows(pair, *, device: str, dtype: str, baselines: str, n: int, new: int,
                 plen: int, clean: dict) -> list[dict]:
     """Per configuration x path: the floor's verdict, the accept length without the fault
     on that same path (`clean`), and whether the fault changed any round's accept length."""
     rows = []
     for *_, path, cfg in _configs(dtype, n):
-        verdict, res = _verdict(lambda: measure_against_baseline(pair, cfg, device, baselines,
-                                                                 n, new, plen))
+        verdict, res = _verdict(lambda: measure_against_baseline(pair, cfg=cfg, device=device,
+                                                                 path=baselines,
+                                                                 n_prompts=n, max_new_tokens=new,
+                                                                 prompt_len=plen))
         before = clean[(cfg.key, path)]
         row = dict(config=cfg.key, path=path, mean=None, without=sum(before) / len(before),
                    baseline=None, bound=None, verdict=verdict, changed=None)
@@ -102,11 +105,13 @@ def _floor_rows(pair, device: str, dtype: str, baselines: str, n: int, new: int,
     return rows
 
 
-def clean_runs(pair, device: str, dtype: str, n: int, new: int, plen: int) -> dict:
+def clean_runs(pair, *, device: str, dtype: str, n: int, new: int, plen: int) -> dict:
     """(config key, path) -> per-round accept lengths without a fault."""
-    return {(cfg.key, path): measure(pair, drafter, topk, steps, ndt, n, new, device, dtype,
-                                     cfg.cuda_graph, cfg.page_size, cfg.overlap, cfg.graph_bs,
-                                     cfg.batch, plen).accept_lens
+    return {(cfg.key, path): measure(pair, drafter=drafter, topk=topk, num_steps=steps, ndt=ndt,
+                                     n_prompts=n, max_new_tokens=new, device=device, dtype=dtype,
+                                     cuda_graph=cfg.cuda_graph, page_size=cfg.page_size,
+                                     overlap=cfg.overlap, graph_bs=cfg.graph_bs,
+                                     batch=cfg.batch, prompt_len=plen).accept_lens
             for drafter, topk, steps, ndt, path, cfg in _configs(dtype, n)}
 
 
@@ -123,7 +128,7 @@ def load_clean(path: str) -> dict:
 def _path_rows(pair, device: str, n: int, max_new: int) -> list[dict]:
     rows = []
     for drafter, topk, steps, ndt in CONFIGS:
-        base = PathPair(topk=topk, num_steps=steps, ndt=ndt, page_size=1,
+        base = PathPair(topk=topk, num_steps=steps, ndt=ndt, page_size=PAGE_SIZE,
                         draft=pair.draft_arg(drafter), batch_size=n, max_prompt_len=24,
                         max_new_tokens=max_new, seed=1,
                         dtype=PATH_DTYPE, model=pair.target, ragged=True, graph_bs=covering(n))
@@ -135,7 +140,7 @@ def _path_rows(pair, device: str, n: int, max_new: int) -> list[dict]:
     return rows
 
 
-def fault_table(pair, device: str, dtype: str, n_prompts: int, max_new: int, prompt_len: int,
+def fault_table(pair, *, device: str, dtype: str, n_prompts: int, max_new: int, prompt_len: int,
                 names: list[str] | None = None, baselines: str = BASELINES,
                 clean: dict | None = None) -> list[dict]:
     """One row per fault: the largest drop of accept length it causes (configuration and
@@ -146,7 +151,8 @@ def fault_table(pair, device: str, dtype: str, n_prompts: int, max_new: int, pro
     if unknown:
         raise ValueError(f"unknown fault(s) {unknown}; draft-side faults: {list(DRAFT_FAULTS)}")
     if clean is None:
-        clean = clean_runs(pair, device, dtype, n_prompts, max_new, prompt_len)
+        clean = clean_runs(pair, device=device, dtype=dtype, n=n_prompts, new=max_new,
+                           plen=prompt_len)
     eager = {k: sum(v) / len(v) for (k, path), v in clean.items() if path == "eager"}
     print(f"accept length without a fault (eager, {n_prompts} prompts x {max_new} tokens): "
           + ", ".join(f"{k}: {v:.3f}" for k, v in eager.items()))
@@ -155,8 +161,9 @@ def fault_table(pair, device: str, dtype: str, n_prompts: int, max_new: int, pro
     rows = []
     for name in names:
         with faults.active(name):
-            floor = _floor_rows(pair, device, dtype, baselines, n_prompts, max_new, prompt_len,
-                                clean)
+            floor = _floor_rows(pair, device=device, dtype=dtype, baselines=baselines, n=n_prompts,
+                                new=max_new, plen=prompt_len,
+                                clean=clean)
             paths = _path_rows(pair, device, min(n_prompts, PATH_PROMPTS),
                                min(max_new, PATH_TOKENS))
         measured = [r for r in floor if r["mean"] is not None]

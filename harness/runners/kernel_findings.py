@@ -27,7 +27,7 @@ def reproduces(law: str, engine: str, seed: int, knobs: dict,
     return None
 
 
-def main(law: str, engine: str, found_on: str, seed: int, knobs: dict,
+def main(law: str, *, engine: str, found_on: str, seed: int, knobs: dict,
          device: str | None = None) -> None:
     release = sys.argv[1] if len(sys.argv) > 1 else found_on
     failure = reproduces(law, f"{engine}@{release}", seed, knobs, device)

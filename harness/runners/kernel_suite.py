@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, example, given, settings
 
 from harness.adapters import applicability
 from harness.base.failure import OracleFailure
+from harness.gate import red_gate
 from harness.laws.index import kernel
 from harness.runners.chunks import PassedCases, run_chunk
 from harness.strategies.kernel_inputs import KernelCase
@@ -58,6 +59,7 @@ def explicit_cases(law: str, kernels) -> list[KernelCase]:
 def law_test(law: str, kernels, device: str, max_examples: int):
     @given(case=KERNEL_LAWS[law].cases(kernels))
     def test(case):
+        red_gate.check()  # a red gate ends this test between examples
         run_case(kernels, case, device)
     for case in explicit_cases(law, kernels):
         test = example(case=case)(test)
@@ -103,7 +105,7 @@ class Report:
         return f"FAIL ({self.failures[0][1].check})" if self.failures else f"ok {self.examples}"
 
 
-def run_law(kernels, law: str, device: str, budget: float, max_examples: int | None = None,
+def run_law(kernels, *, law: str, device: str, budget: float, max_examples: int | None = None,
             profile=None) -> Report:
     """The law's explicit examples, then chunks of drawn examples (harness/runners/chunks.py)
     until the budget (or max_examples) is spent or one fails; a drawn failure is shrunk to
@@ -120,7 +122,7 @@ def run_law(kernels, law: str, device: str, budget: float, max_examples: int | N
     while not (rep.na or rep.failures or rep.exhausted) and time.perf_counter() - t0 < budget and (
             max_examples is None or rep.examples < max_examples):
         got = run_chunk(KERNEL_LAWS[law].cases(kernels),
-                        lambda case: run_case(kernels, case, device), chunk_seed=7000 + chunk,
+                        check=lambda case: run_case(kernels, case, device), chunk_seed=7000 + chunk,
                         profile=profile, phases=KERNEL_LAWS[law].phases, passed=passed)
         rep.exhausted = got.exhausted
         rep.failures += [got.failure] if got.failure else []
@@ -136,7 +138,8 @@ def check_kernels(engine: str, budget: float, device: str, profile=None, out=sys
     from harness.adapters.registry import get_kernels
     kernels = get_kernels(engine, device)
     live = [n for n in KERNEL_LAWS if not not_applicable(n, kernels)]
-    reports = [run_law(kernels, n, device, budget / max(1, len(live)), profile=profile)
+    reports = [run_law(kernels, law=n, device=device, budget=budget / max(1, len(live)),
+                       profile=profile)
                for n in KERNEL_LAWS]
     print(f"kernels {kernels.name} {kernels.version()} on {device}; components: "
           f"{', '.join(sorted(c.value for c in kernels.components))}", file=out)

@@ -26,6 +26,10 @@ from specdec.validate import reserve_margin
 
 NAME = "mixed_run"  # the law whose checks this module raises (OracleFailure)
 
+# Pages of 4 tokens: requests end mid-page and share pages across rounds, which a page of one
+# never shows (the engine's own default is one: specdec/defaults.py).
+PAGE_SIZE = 4
+
 
 @dataclass
 class Planned:
@@ -65,7 +69,7 @@ class MixedReport:
                 f"({self.prefix_hit_tokens} of {total} prefill positions reused), no page leaked")
 
 
-def plan(n: int, seed: int, vocab: int, max_prompt_len: int, max_new_tokens: int,
+def plan(n: int, *, seed: int, vocab: int, max_prompt_len: int, max_new_tokens: int,
          system_prompts: int = 0) -> list[Planned]:
     """`system_prompts` > 0: each prompt is one of that many shared system prompts (3/4 of
     max_prompt_len, cut at a drawn length) followed by a short user part."""
@@ -106,8 +110,8 @@ def references(model: str, engine: Engine, planned: list[Planned], dtype: str):
     return outs
 
 
-def mixed_run(n_requests: int = 200, seed: int = 0, device: str = "cpu", model: str = "tiny",
-              spec: SpecConfig | None = None, draft: str = "eagle", page_size: int = 4,
+def mixed_run(n_requests: int = 200, *, seed: int = 0, device: str = "cpu", model: str = "tiny",
+              spec: SpecConfig | None = None, draft: str = "eagle", page_size: int = PAGE_SIZE,
               max_batch: int = 16, pool_requests: float = 3.0, max_prompt_len: int = 32,
               max_new_tokens: int = 32, cuda_graph: bool = False,
               dtype: str = "float32", overlap: bool = False, prefix_cache: bool = False,
@@ -123,14 +127,16 @@ def mixed_run(n_requests: int = 200, seed: int = 0, device: str = "cpu", model: 
                  max_context=context, num_pages=1 + int(pool_requests * worst), overlap=overlap,
                  prefix_cache=prefix_cache, tp_size=tp_size)
     with eng:  # a tensor-parallel engine frees its workers at the end, or on a failure
-        return _run(eng, n_requests, seed, model, dtype, max_prompt_len, max_new_tokens,
-                    prefix_cache, system_prompts)
+        return _run(eng, n_requests=n_requests, seed=seed, model=model, dtype=dtype,
+                    max_prompt_len=max_prompt_len, max_new_tokens=max_new_tokens,
+                    prefix_cache=prefix_cache, system_prompts=system_prompts)
 
 
-def _run(eng: Engine, n_requests: int, seed: int, model: str, dtype: str, max_prompt_len: int,
+def _run(eng: Engine, *, n_requests: int, seed: int, model: str, dtype: str, max_prompt_len: int,
          max_new_tokens: int, prefix_cache: bool, system_prompts: int) -> MixedReport:
-    planned = plan(n_requests, seed, eng.cfg.vocab_size, max_prompt_len, max_new_tokens,
-                   system_prompts if prefix_cache else 0)
+    planned = plan(n_requests, seed=seed, vocab=eng.cfg.vocab_size, max_prompt_len=max_prompt_len,
+                   max_new_tokens=max_new_tokens,
+                   system_prompts=system_prompts if prefix_cache else 0)
     refs = references(model, eng, planned, dtype)
     stops = [() if p.stop_at is None else (refs[i][0][p.stop_at],) for i, p in enumerate(planned)]
 

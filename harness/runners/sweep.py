@@ -11,7 +11,7 @@ import sys
 from harness.runners.kernel_suite import KERNEL_LAWS, print_failures, run_law
 
 
-def sweep(engine: str, versions: list[str], device: str, examples: int, budget: float,
+def sweep(engine: str, *, versions: list[str], device: str, examples: int, budget: float,
           out=sys.stdout) -> int:
     from harness.adapters.foreign.remote import ForeignImportError
     from harness.adapters.registry import build_kernels, parse
@@ -25,7 +25,7 @@ def sweep(engine: str, versions: list[str], device: str, examples: int, budget: 
             columns[v] = str(exc).splitlines()[0]
             print(f"   cannot run: {columns[v]}", file=out, flush=True)
             continue
-        reports = [run_law(kernels, law, device, budget, max_examples=examples)
+        reports = [run_law(kernels, law=law, device=device, budget=budget, max_examples=examples)
                    for law in KERNEL_LAWS]
         columns[v] = {r.law: r for r in reports}
         for r in reports:

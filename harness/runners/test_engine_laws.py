@@ -54,4 +54,4 @@ def test_engine_law(engine, law, part):
     reason = not_applicable(ENGINE_LAWS[law].needs, default_adapter(engine, DEVICE))
     if reason:
         pytest.skip(f"{law} on {engine}: {reason}")
-    law_test(law, engine, DEVICE, _examples(engine, law), part=part)()
+    law_test(law, engine=engine, device=DEVICE, max_examples=_examples(engine, law), part=part)()

@@ -168,7 +168,7 @@ def detection_env(env: dict | None) -> dict:
     return out
 
 
-def detect_isolated(fault: str, device: str, profile_name: str, gpu: int | None = None,
+def detect_isolated(fault: str, *, device: str, profile_name: str, gpu: int | None = None,
                     env: dict | None = None, scope: str = "suite") -> ZooRow:
     """On a GPU each fault runs in its own process: a fault that makes a kernel read out of
     bounds leaves the CUDA context unusable, and every later fault would 'fail' on that (forked
@@ -210,7 +210,7 @@ def format_row(r: ZooRow) -> str:
             f"{r.seconds:>8.1f}")
 
 
-def zoo(device: str, profile_name: str, names=None, out=None, json_path=None,
+def zoo(device: str, *, profile_name: str, names=None, out=None, json_path=None,
         in_process: bool = False, jobs: int = 1, scope: str = "suite") -> list[ZooRow]:
     """Every fault (or `names`) through detect: one after another, or (jobs > 1) in `jobs`
     processes at once (harness/runners/zoo_jobs.py). Rows print as faults finish; the JSON
@@ -243,9 +243,10 @@ def zoo(device: str, profile_name: str, names=None, out=None, json_path=None,
     else:
         rows = []
         for n in todo:
-            rows.append(detect_isolated(n, device, profile_name, scope=scope))
+            rows.append(detect_isolated(n, device=device, profile_name=profile_name, scope=scope))
             report(rows[-1])
-    _summary(rows, skipped, device, jobs, time.perf_counter() - t0, out)
+    _summary(rows, skipped=skipped, device=device, jobs=jobs, wall=time.perf_counter() - t0,
+             out=out)
     if json_path:
         with open(json_path, "w") as f:
             json.dump({"device": device, "profile": profile_name,
@@ -253,7 +254,7 @@ def zoo(device: str, profile_name: str, names=None, out=None, json_path=None,
     return rows
 
 
-def _summary(rows: list[ZooRow], skipped: list[str], device: str, jobs: int, wall: float,
+def _summary(rows: list[ZooRow], *, skipped: list[str], device: str, jobs: int, wall: float,
              out) -> None:
     CASES = load_cases()
     caught = [r for r in rows if r.caught]

@@ -47,8 +47,8 @@ def gpus_of(device: str) -> int:
 
 def detect_in_parallel(names: list[str], *, device: str, profile_name: str, jobs: int,
                        report, detect_isolated, scope: str = "suite") -> list:
-    """ZooRows for `names`, in their order: `detect_isolated(name, device, profile_name, gpu=,
-    env=, scope=)` runs one fault in its own process; `report(row)` is called as each ends."""
+    """ZooRows for `names`, in their order: `detect_isolated(name, device=, profile_name=,
+    gpu=, env=, scope=)` runs one fault in its own process; `report(row)` is called as each ends."""
     gpus = gpus_of(device)
     if gpus:
         from harness.gate import triton_cache
@@ -65,7 +65,8 @@ def detect_in_parallel(names: list[str], *, device: str, profile_name: str, jobs
     def one(name: str):
         slot = slots.get()
         try:
-            row = detect_isolated(name, device, profile_name, gpu=slot % gpus if gpus else None,
+            row = detect_isolated(name, device=device, profile_name=profile_name,
+                                  gpu=slot % gpus if gpus else None,
                                   env=job_env(slot, jobs, device), scope=scope)
         finally:
             slots.put(slot)

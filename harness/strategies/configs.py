@@ -123,7 +123,7 @@ MIXED_ROWS = SAMPLED_ROWS[1:]  # laws that judge the greedy requests: never all 
 STOP_PAST_CAP = 8
 
 
-def run_configs(drafts=DRAFTS, page_sizes=(1, 2, 4, 16, 64), max_batch: int = 10,
+def run_configs(drafts=DRAFTS, *, page_sizes=(1, 2, 4, 16, 64), max_batch: int = 10,
                 dtypes=("float32",), graphs=(False, True), graph_bs=GRAPH_BUCKETS,
                 max_prompt_len: int = 40, max_new_tokens: int = 24, sampled: bool | str = False,
                 stops: bool = False, prefix=(False,), model: str = "tiny"):
@@ -196,7 +196,7 @@ TP_MODELS = ("tiny", "tiny-odd")  # 320 ids split evenly over 2 ranks; 321 uneve
 TP_ALL_REDUCE = ("auto", "auto", "nccl")
 
 
-def tp_configs(tp_sizes=(2,), max_batch: int = 4, max_prompt_len: int = 12,
+def tp_configs(tp_sizes=(2,), *, max_batch: int = 4, max_prompt_len: int = 12,
                max_new_tokens: int = 8, graphs=(False, True), dtypes=("float32",),
                models=TP_MODELS):
     """Tensor-parallel runs composed with the rest: greedy and sampled (same seeds) with

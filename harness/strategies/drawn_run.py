@@ -19,7 +19,8 @@ from specdec.validate import reserve_margin
 def run_context(cfg: RunConfig, overlap: bool) -> int:
     """Just enough context for the run's longest prompt (shared-prefix workloads make longer
     ones), its output and the speculative headroom (overlap: one round more)."""
-    spec = SpecConfig(cfg.topk, cfg.num_steps, cfg.ndt, cfg.draft_sampling)
+    spec = SpecConfig(topk=cfg.topk, num_steps=cfg.num_steps, num_draft_tokens=cfg.ndt,
+                      draft_sampling=cfg.draft_sampling)
     longest = (prompt_cap(cfg.max_prompt_len, cfg.max_new_tokens) if cfg.prefix_cache
                else cfg.max_prompt_len)
     return longest + cfg.max_new_tokens + reserve_margin(spec, cfg.page_size, overlap)
@@ -29,7 +30,8 @@ def build_engine(cfg: RunConfig, device: str, cache: bool | None = None, **overr
     """The engine of a drawn run; `cache` overrides the prefix cache alone (the workload
     stays that of cfg)."""
     cfg = dataclasses.replace(cfg, **{k: v for k, v in overrides.items() if k in RunConfig.__dataclass_fields__})
-    spec = SpecConfig(cfg.topk, cfg.num_steps, cfg.ndt, cfg.draft_sampling)
+    spec = SpecConfig(topk=cfg.topk, num_steps=cfg.num_steps, num_draft_tokens=cfg.ndt,
+                      draft_sampling=cfg.draft_sampling)
     context = overrides.get("max_context") or run_context(cfg, cfg.overlap)
     num_pages = None
     if cfg.prefix_cache and cfg.pool_slack >= 0:  # a tight pool: evictions, retractions
@@ -76,8 +78,9 @@ def run(cfg: RunConfig, eng: Engine, stops: list[tuple] | None = None, on_step=N
     counts = new_token_counts(cfg.seed, cfg.batch_size, cfg.max_new_tokens, cfg.ragged)
     params = sampling_for(cfg, stops, eng.cfg.vocab_size)
     if cfg.prefix_cache or on_step is not None:
-        return serve_waves(eng, prompts, counts, params,
-                           waves_of(cfg) if cfg.prefix_cache else [0] * len(prompts), on_step)
+        return serve_waves(eng, prompts=prompts, max_new=counts, params=params,
+                           waves=waves_of(cfg) if cfg.prefix_cache else [0] * len(prompts),
+                           on_step=on_step)
     return serve(eng, prompts, counts, params)
 
 
@@ -91,7 +94,8 @@ def traced(cfg: RunConfig, device: str, keep_kv_slots: bool = False, **overrides
 def greedy_reference_outputs(cfg: RunConfig, device: str, eng: Engine):
     """Plain greedy decoding of the drawn prompts (cached), cut to each request's length."""
     prompts = prompts_for(cfg, eng.cfg.vocab_size, device)
-    ref, margins = greedy_baseline(cfg.model, prompts, cfg.max_new_tokens, device, cfg.dtype,
-                                   cfg.seed % 1000)
+    ref, margins = greedy_baseline(cfg.model, prompts=prompts, max_new_tokens=cfg.max_new_tokens,
+                                   device=device, dtype=cfg.dtype,
+                                   seed=cfg.seed % 1000)
     counts = new_token_counts(cfg.seed, cfg.batch_size, cfg.max_new_tokens, cfg.ragged)
     return [r[:n] for r, n in zip(ref, counts)], margins

@@ -47,7 +47,7 @@ class EngineCase:
     @property
     def axes(self) -> tuple:
         s = self.spec_obj
-        return (s.drafter, s.draft_length, s.tree_width, s.extra, self.temperature > 0,
+        return (s.drafter, s.draft_length, s.topk, s.extra, self.temperature > 0,
                 tuple(sorted(self.settings.items())))
 
     def adapter(self, device: str):
@@ -83,7 +83,7 @@ def _knobs(sampled: bool, settings: dict, cuts_in_float32: bool):
                      st.sampled_from(TOP_PS))
 
 
-def engine_cases(engine: str, device: str, law: str, *, spec_fixed: dict | None = None,
+def engine_cases(engine: str, *, device: str, law: str, spec_fixed: dict | None = None,
                  sampled: bool = False, batched: bool = True, n: int = 0,
                  cuts_in_float32: bool = False):
     """Cases of `law` for `engine` on `device`: settings from the adapter class's space, a

@@ -45,7 +45,7 @@ class LifecycleConfig:
 
     @property
     def spec(self) -> SpecConfig:
-        return SpecConfig(self.topk, self.num_steps, self.ndt)
+        return SpecConfig(topk=self.topk, num_steps=self.num_steps, num_draft_tokens=self.ndt)
 
     @property
     def num_pages(self) -> int:
@@ -133,9 +133,10 @@ class Expected:
         return what
 
 
-def reference_output(model: str, prompt: list[int], max_new_tokens: int, device: str,
+def reference_output(model: str, *, prompt: list[int], max_new_tokens: int, device: str,
                      dtype: str, seed: int) -> tuple[list[int], list[float]]:
-    outs, margins = greedy_baseline(model, [prompt], max_new_tokens, device, dtype, seed)
+    outs, margins = greedy_baseline(model, prompts=[prompt], max_new_tokens=max_new_tokens,
+                                    device=device, dtype=dtype, seed=seed)
     return outs[0], margins[0]
 
 

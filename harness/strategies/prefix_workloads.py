@@ -47,7 +47,7 @@ def prompt_cap(max_prompt_len: int, max_new_tokens: int) -> int:
     return 2 * max_prompt_len + max_new_tokens
 
 
-def build_prompts(planned: list[Planned], vocab: int, base_max: int, min_len: int, cap: int,
+def build_prompts(planned: list[Planned], *, vocab: int, base_max: int, min_len: int, cap: int,
                   outputs) -> list[list[int]]:
     """Prompts in order: fresh ones of min_len..base_max tokens, derived ones up to `cap`;
     `outputs(i, prompt, more)` gives request i's greedy output and `more` tokens past it
@@ -81,19 +81,20 @@ def shared_prompts(cfg, vocab: int, device: str) -> list[list[int]]:
     counts = new_token_counts(cfg.seed, cfg.batch_size, cfg.max_new_tokens, cfg.ragged)
 
     def outputs(i, prompt, more):
-        outs, _ = greedy_baseline(cfg.model, [prompt], cfg.max_new_tokens, device, cfg.dtype,
-                                  cfg.seed % 1000)
+        outs, _ = greedy_baseline(cfg.model, prompts=[prompt], max_new_tokens=cfg.max_new_tokens,
+                                  device=device, dtype=cfg.dtype,
+                                  seed=cfg.seed % 1000)
         return outs[0][:counts[i] + more]
-    return build_prompts(plan(cfg.seed, cfg.batch_size, cfg.page_size), vocab,
-                         cfg.max_prompt_len, cfg.min_prompt_len,
-                         prompt_cap(cfg.max_prompt_len, cfg.max_new_tokens), outputs)
+    return build_prompts(plan(cfg.seed, cfg.batch_size, cfg.page_size), vocab=vocab,
+                         base_max=cfg.max_prompt_len, min_len=cfg.min_prompt_len,
+                         cap=prompt_cap(cfg.max_prompt_len, cfg.max_new_tokens), outputs=outputs)
 
 
 def waves_of(cfg) -> list[int]:
     return [p.wave for p in plan(cfg.seed, cfg.batch_size, cfg.page_size)]
 
 
-def serve_waves(engine, prompts, max_new, params, waves, on_step=None) -> list:
+def serve_waves(engine, *, prompts, max_new, params, waves, on_step=None) -> list:
     """Each wave through add_request / step once the previous one has finished; returns the
     RequestOutputs in prompt order. `on_step(engine)` runs after every step."""
     outs = [None] * len(prompts)

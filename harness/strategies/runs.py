@@ -9,6 +9,7 @@ import torch
 from harness.base.liveness import Progress
 from harness.references.dense import top2_margins
 from specdec import Engine
+from specdec.defaults import PAGE_SIZE
 
 
 def default_device() -> str:
@@ -43,7 +44,7 @@ def serve(engine: Engine, prompts: list[list[int]], max_new: list[int], params) 
 
 
 @lru_cache(maxsize=64)
-def _baseline(model: str, device: str, dtype: str, seed: int, page_size: int,
+def _baseline(model: str, *, device: str, dtype: str, seed: int, page_size: int,
               prompts: tuple, max_new_tokens: int):
     context = max(512, max(map(len, prompts)) + max_new_tokens + 1)
     eng = Engine(model=model, spec=None, device=device, dtype=dtype, seed=seed, page_size=page_size,
@@ -53,7 +54,8 @@ def _baseline(model: str, device: str, dtype: str, seed: int, page_size: int,
     return outs, margins
 
 
-def greedy_baseline(model: str, prompts: list[list[int]], max_new_tokens: int, device: str,
-                    dtype: str = "float32", seed: int = 0, page_size: int = 1):
+def greedy_baseline(model: str, *, prompts: list[list[int]], max_new_tokens: int, device: str,
+                    dtype: str = "float32", seed: int = 0, page_size: int = PAGE_SIZE):
     """(outputs, reference top-2 margins) of plain greedy decoding with spec=None."""
-    return _baseline(model, device, dtype, seed, page_size, tuple(map(tuple, prompts)), max_new_tokens)
+    return _baseline(model, device=device, dtype=dtype, seed=seed, page_size=page_size,
+                     prompts=tuple(map(tuple, prompts)), max_new_tokens=max_new_tokens)

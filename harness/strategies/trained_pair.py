@@ -12,6 +12,7 @@ from functools import lru_cache
 from harness.base.liveness import Progress
 from specdec import Engine, SpecConfig
 from specdec.validate import reserve_margin
+from specdec.defaults import PAGE_SIZE
 
 # The standalone drafter of the floor: the trained target with seeded noise in its upper
 # layers (specdec/model/perturbed.py); the target drafting for itself would accept every
@@ -107,9 +108,9 @@ class Measured:
         return (sum((a - m) ** 2 for a in self.accept_lens) / (n - 1)) ** 0.5 if n > 1 else 0.0
 
 
-def measure(pair: TrainedPair, drafter: str, topk: int, num_steps: int, ndt: int,
+def measure(pair: TrainedPair, *, drafter: str, topk: int, num_steps: int, ndt: int,
             n_prompts: int, max_new_tokens: int, device: str, dtype: str,
-            cuda_graph: bool = False, page_size: int = 1, overlap: bool = False,
+            cuda_graph: bool = False, page_size: int = PAGE_SIZE, overlap: bool = False,
             graph_bs: tuple = (), batch: str = "together", prompt_len: int = 0) -> Measured:
     """The first n_prompts held-out prompts (prompt_len > 0: the last prompt_len tokens of
     each, where the text goes on: a cheaper prefill on a CPU), greedy, max_new_tokens each,
@@ -121,7 +122,7 @@ def measure(pair: TrainedPair, drafter: str, topk: int, num_steps: int, ndt: int
     if prompt_len < 0:
         raise ValueError(f"prompt_len={prompt_len}: expected 0 (whole prompts) or a length")
     prompts = [p[-prompt_len:] if prompt_len else p for p in prompts[:n_prompts]]
-    spec = SpecConfig(topk, num_steps, ndt)
+    spec = SpecConfig(topk=topk, num_steps=num_steps, num_draft_tokens=ndt)
     context = max(map(len, prompts)) + max_new_tokens + reserve_margin(spec, page_size, overlap)
     eng = Engine(model=pair.target, spec=spec, draft=pair.draft_arg(drafter), device=device,
                  dtype=dtype, page_size=page_size, cuda_graph=cuda_graph, overlap=overlap,

@@ -68,7 +68,7 @@ class AttentionBackend:
         host-side plans (FlashInfer-style) would refill them here."""
 
     # -- the layer call ------------------------------------------------------------------
-    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer_id: int,
+    def forward(self, q: torch.Tensor, *, k: torch.Tensor, v: torch.Tensor, layer_id: int,
                 fb: ForwardBatch, rope, positions: torch.Tensor) -> torch.Tensor:
         """q, k unrotated: rotate both at `positions` with `rope`'s tables, store k and v at
         the metadata's write slots (one fused kernel), then attend; a decode batch does all

@@ -19,7 +19,7 @@ class ForwardMode(enum.Enum):
         return self in (ForwardMode.DRAFT_EXTEND, ForwardMode.DRAFT_DECODE)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ForwardBatch:
     """Inputs of one forward. Row tensors have one entry per input token.
 

@@ -81,7 +81,7 @@ def crossovers(rows: list[dict]) -> dict:
     return out
 
 
-def run(device: str, dtype: str, models: list[str], tp: int, iters: int,
+def run(device: str, *, dtype: str, models: list[str], tp: int, iters: int,
         warmup: int) -> tuple[list[dict], dict]:
     if torch.device(device).type != "cuda" or torch.cuda.device_count() < tp or tp < 2:
         raise SystemExit(f"bench allreduce: needs --device cuda and --tp >= 2 with that many "

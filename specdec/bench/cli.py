@@ -80,8 +80,9 @@ def run_bench(args, argv) -> int:
     iters = args.iters if args.iters is not None else iters
     rows, extra = _run_what(args, models, bss, context, iters)
     name = args.what if args.tp == 1 else f"{args.what}-tp{args.tp}"
-    results.write(args.out or f"bench/results/{name}-{args.device}.json", args.device, rows,
-                  args.what, extra, argv, plot=not args.no_plot and args.tp == 1)
+    results.write(args.out or f"bench/results/{name}-{args.device}.json", device=args.device,
+                  rows=rows,
+                  bench=args.what, extra=extra, argv=argv, plot=not args.no_plot and args.tp == 1)
     return 0
 
 
@@ -93,35 +94,46 @@ def _run_what(args, models, bss, context, iters) -> tuple[list[dict], dict]:
     if args.what == "e2e":  # the trained fixture (or --models DIR --draft DIR)
         from specdec.bench import e2e
         target = None if models == ["fixture"] else models[0]
-        rows, extra = e2e.run(args.device, args.dtype, bss, args.e2e_tokens,
-                              spec.parse_configs(args.spec_configs), target, args.draft,
-                              args.heldout, args.round_cost,
-                              args.iters if args.iters is not None else 5, args.tp)
+        rows, extra = e2e.run(args.device, dtype=args.dtype, batch_sizes=bss,
+                              new_tokens=args.e2e_tokens,
+                              configs=spec.parse_configs(args.spec_configs), target=target,
+                              draft=args.draft,
+                              heldout=args.heldout, round_cost=args.round_cost,
+                              repeats=args.iters if args.iters is not None else 5, tp=args.tp)
     elif args.what == "allreduce":
         from specdec.bench import allreduce
-        rows, extra = allreduce.run(args.device, args.dtype, models, args.tp, iters, args.warmup)
+        rows, extra = allreduce.run(args.device, dtype=args.dtype, models=models, tp=args.tp,
+                                    iters=iters, warmup=args.warmup)
     elif args.what == "graphs":
         from specdec.bench import graphs
-        rows = graphs.run(args.device, args.dtype, models, bss, context, iters, args.new_tokens)
+        rows = graphs.run(args.device, dtype=args.dtype, models=models, batch_sizes=bss,
+                          context=context, iters=iters, new_tokens=args.new_tokens)
     elif args.what == "decode" and args.tp > 1:
         from specdec.bench import tp
-        rows, extra = tp.run(args.device, args.dtype, models, bss, context, iters, args.warmup,
-                             args.tp, args.compile_mode)
+        rows, extra = tp.run(args.device, dtype=args.dtype, models=models, batch_sizes=bss,
+                             context=context, iters=iters, warmup=args.warmup,
+                             tp=args.tp, compile_mode=args.compile_mode)
     elif args.what == "spec" and args.tp > 1:
         from specdec.bench import tp_spec
-        rows, extra = tp_spec.run(args.device, args.dtype, models, bss, context, iters,
-                                  args.warmup, args.tp, spec.parse_configs(args.spec_configs))
+        rows, extra = tp_spec.run(args.device, dtype=args.dtype, models=models, batch_sizes=bss,
+                                  context=context, iters=iters,
+                                  warmup=args.warmup, tp=args.tp,
+                                  configs=spec.parse_configs(args.spec_configs))
     elif args.what == "prefix":
         from specdec.bench import prefix
-        rows = prefix.run(args.device, args.dtype, models, bss, context, iters)
+        rows = prefix.run(args.device, dtype=args.dtype, models=models, batch_sizes=bss,
+                          context=context, iters=iters)
     elif args.what == "decode":
         from specdec.bench import decode
-        rows, extra = decode.run(args.device, args.dtype, models, bss, context, iters,
-                                 args.warmup, args.compile_mode, args.e2e_tokens)
+        rows, extra = decode.run(args.device, dtype=args.dtype, models=models, batch_sizes=bss,
+                                 context=context, iters=iters,
+                                 warmup=args.warmup, compile_mode=args.compile_mode,
+                                 e2e_tokens=args.e2e_tokens)
     else:
         from specdec.bench import profile
         run = spec.run if args.what == "spec" else profile.run
         kw = {"e2e_tokens": args.e2e_tokens} if args.what == "spec" else {}
-        rows, extra = run(args.device, args.dtype, models, bss, context, iters, args.warmup,
-                          spec.parse_configs(args.spec_configs), **kw)
+        rows, extra = run(args.device, dtype=args.dtype, models=models, batch_sizes=bss,
+                          context=context, iters=iters, warmup=args.warmup,
+                          configs=spec.parse_configs(args.spec_configs), **kw)
     return rows, extra

@@ -151,7 +151,7 @@ def kv_bytes(cfg, tokens: float, dtype: torch.dtype) -> float:
     return 2 * cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * tokens * torch.finfo(dtype).bits / 8
 
 
-def step_floor(engine, bs: int, context: int, warmup: int, iters: int, bytes_per_s: float,
+def step_floor(engine, *, bs: int, context: int, warmup: int, iters: int, bytes_per_s: float,
                ranks: int = 1) -> tuple[float, dict]:
     """One decode step's floor in ms on a rank of `ranks`, and its bytes: the weights the
     rank holds (engine.target: its shard) and its KV heads' share of the KV of bs * the mean
@@ -163,7 +163,7 @@ def step_floor(engine, bs: int, context: int, warmup: int, iters: int, bytes_per
                                            "context": context}
 
 
-def engine_step_ms(engine, bs: int, prompt_len: int, iters: int, warmup: int,
+def engine_step_ms(engine, *, bs: int, prompt_len: int, iters: int, warmup: int,
                    overlap: bool) -> float:
     """Median-free steady state of `Engine.step()`: bs requests admitted and prefilled, then
     `warmup` steps, then the mean wall ms of `iters` back-to-back steps (one sync at each end:

@@ -42,7 +42,7 @@ def peer_seq(context: int, warmup: int, iters: int) -> int:
     return context + max(warmup, 3) + iters + 1
 
 
-def _compiled_ms(step, bs, context, device, iters, warmup) -> tuple[float, float]:
+def _compiled_ms(step, *, bs, context, device, iters, warmup) -> tuple[float, float]:
     """Median step ms and the first call's seconds (compile + cudagraph recording)."""
     ids = torch.ones(bs, dtype=torch.int64, device=device)
     pos = torch.tensor([context], dtype=torch.int64, device=device)
@@ -67,7 +67,7 @@ def _cudagraph_skips() -> int:
     return int(counters["inductor"].get("cudagraph_skips", 0))
 
 
-def _replay_row(decode_runner, model, bs, device, iters, warmup, floor_ms, common) -> dict:
+def _replay_row(decode_runner, *, model, bs, device, iters, warmup, floor_ms, common) -> dict:
     """The captured step alone, replayed back to back on the inputs the last engine step
     loaded (it rewrites the same KV slot): the GPU side of "graph", without the host's part
     of a step (inputs to the device, sampling, the sync that returns the tokens). What the
@@ -77,13 +77,14 @@ def _replay_row(decode_runner, model, bs, device, iters, warmup, floor_ms, commo
     return _row(model, bs, "graph-replay", ms, floor_ms, **common)
 
 
-def _peer_row(eng, model, bs, seq, context, device, iters, warmup, compile_mode,
+def _peer_row(eng, *, model, bs, seq, context, device, iters, warmup, compile_mode,
               floor_ms, common) -> dict:
     """The torch.compile peer (or the uncompiled dense step) at batch bs."""
     impl = "compile" if compile_mode != "none" else "dense"  # "dense": uncompiled
     try:
         _, step = compiled_step(eng.target, bs, seq, compile_mode)
-        ms, first_s = _compiled_ms(step, bs, context, device, iters, warmup)
+        ms, first_s = _compiled_ms(step, bs=bs, context=context, device=device, iters=iters,
+                                   warmup=warmup)
         row = _row(model, bs, impl, ms, floor_ms, compile_mode=compile_mode,
                    first_call_s=first_s, cudagraph_skips=_cudagraph_skips(), **common)
     except Exception as exc:  # a peer that fails to compile is a result, not a crash
@@ -95,7 +96,7 @@ def _peer_row(eng, model, bs, seq, context, device, iters, warmup, compile_mode,
     return row
 
 
-def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], context: int,
+def run(device: str, *, dtype: str, models: list[str], batch_sizes: list[int], context: int,
         iters: int, warmup: int, compile_mode: str = "reduce-overhead",
         e2e_tokens: int = 256) -> tuple[list[dict], dict]:
     bw = copy_bandwidth(device)
@@ -110,7 +111,8 @@ def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], cont
         runners["graph"].capture_all()  # none inside a timing
         floors = {}
         for bs in batch_sizes:
-            floors[bs] = step_floor(eng, bs, context, warmup, iters, bw["bytes_per_s"])
+            floors[bs] = step_floor(eng, bs=bs, context=context, warmup=warmup, iters=iters,
+                                    bytes_per_s=bw["bytes_per_s"])
             for impl, runner in runners.items():
                 eng.rounds = runner
                 floor_ms, common = floors[bs]
@@ -118,11 +120,13 @@ def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], cont
                     ms = median(time_ms(lambda r=runner: r.decode_step(reqs), device, iters, warmup))
                     rows.append(_row(model, bs, impl, ms, floor_ms, **common))
                     if impl == "graph":
-                        rows.append(_replay_row(runner.decode_runner, model, bs, device, iters,
-                                                warmup, floor_ms, common))
+                        rows.append(_replay_row(runner.decode_runner, model=model, bs=bs,
+                                                device=device, iters=iters,
+                                                warmup=warmup, floor_ms=floor_ms, common=common))
                 if impl == "graph":  # the whole Engine.step(), sync and overlapped
                     for name, ov in (("engine-step", False), ("overlap", True)):
-                        ms = engine_step_ms(eng, bs, context, iters, warmup, ov)
+                        ms = engine_step_ms(eng, bs=bs, prompt_len=context, iters=iters,
+                                            warmup=warmup, overlap=ov)
                         rows.append(_row(model, bs, name, ms, floor_ms, **common))
         # The compile peers run after every graph replay of this engine: inductor's cudagraph
         # trees clear cuBLAS workspaces around their captures, and our graphs captured GEMMs
@@ -130,8 +134,10 @@ def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], cont
         eng.rounds = runners["eager"]
         del runners
         for bs in batch_sizes:
-            rows.append(_peer_row(eng, model, bs, peer_seq(context, warmup, iters), context,
-                                  device, iters, warmup, compile_mode, *floors[bs]))
+            floor_ms, common = floors[bs]
+            rows.append(_peer_row(eng, model=model, bs=bs, seq=peer_seq(context, warmup, iters),
+                                  context=context, device=device, iters=iters, warmup=warmup,
+                                  compile_mode=compile_mode, floor_ms=floor_ms, common=common))
         del eng
         free(device)
         if e2e_tokens:

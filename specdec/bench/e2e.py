@@ -75,7 +75,7 @@ def round_costs(path: str, model: str = "llama-8b") -> dict:
             for r in doc["results"] if r["model"] == model}
 
 
-def _row(bs: int, cfg: tuple, new_tokens: int, base: dict, r: dict, cost, tp: int = 1) -> dict:
+def _row(bs: int, *, cfg: tuple, new_tokens: int, base: dict, r: dict, cost, tp: int = 1) -> dict:
     """One (tp, config, bs) row from a timed plain/spec pair, printed as one line."""
     topk, steps, ndt = cfg
     same = r["outputs"] == base["outputs"]  # greedy: lossless, ties aside
@@ -132,7 +132,7 @@ E2E_CONVENTION = ("tokens_per_s: output tokens of one generate() call over the "
                   "decode steps (measured by bench spec, round_cost_source).")
 
 
-def run(device: str, dtype: str, batch_sizes: list[int], new_tokens: int, configs: list,
+def run(device: str, *, dtype: str, batch_sizes: list[int], new_tokens: int, configs: list,
         target: str | None = None, draft: str | None = None, heldout: str | None = None,
         round_cost: str = DEFAULT_ROUND_COST, repeats: int = 5,
         tp: int = 1) -> tuple[list[dict], dict]:
@@ -175,7 +175,7 @@ def run(device: str, dtype: str, batch_sizes: list[int], new_tokens: int, config
         plain = engine(None, size) if size == 1 else None
         alone = None if size == 1 else timed_alone(None, size)
         for topk, steps, ndt in configs:
-            cfg = SpecConfig(topk, steps, ndt)
+            cfg = SpecConfig(topk=topk, num_steps=steps, num_draft_tokens=ndt)
             if size == 1:
                 eng = engine(cfg, size)
                 pairs = {bs: _timed({"plain": plain, "spec": eng}, prompts[bs], new_tokens,
@@ -186,8 +186,10 @@ def run(device: str, dtype: str, batch_sizes: list[int], new_tokens: int, config
                 spec_alone = timed_alone(cfg, size)
                 pairs = {bs: {"plain": alone[bs], "spec": spec_alone[bs]} for bs in batch_sizes}
             for bs in batch_sizes:
-                rows.append(_row(bs, (topk, steps, ndt), new_tokens, pairs[bs]["plain"],
-                                 pairs[bs]["spec"], costs.get((topk, steps, ndt, bs)), size))
+                rows.append(_row(bs, cfg=(topk, steps, ndt), new_tokens=new_tokens,
+                                 base=pairs[bs]["plain"],
+                                 r=pairs[bs]["spec"], cost=costs.get((topk, steps, ndt, bs)),
+                                 tp=size))
                 tokens[(size, topk, steps, ndt, bs)] = pairs[bs]["spec"]["outputs"]
         if plain is not None:
             plain.close()

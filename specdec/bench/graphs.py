@@ -13,7 +13,7 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def round_time(model: str, bs: int, cuda_graph: bool, device: str, dtype: str, spec: SpecConfig,
+def round_time(model: str, *, bs: int, cuda_graph: bool, device: str, dtype: str, spec: SpecConfig,
                new_tokens: int = 64, repeats: int = 3, prompt_len: int = 128) -> dict:
     """Seconds per speculative round: (generate(n) - generate(1)) / rounds, best of repeats."""
     eng = Engine(model=model, spec=spec, draft="eagle", device=device, dtype=dtype, max_batch=bs,
@@ -38,15 +38,17 @@ def round_time(model: str, bs: int, cuda_graph: bool, device: str, dtype: str, s
             "topk": spec.topk, "num_steps": spec.num_steps, "ndt": spec.ndt}
 
 
-def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], context: int = 128,
+def run(device: str, *, dtype: str, models: list[str], batch_sizes: list[int], context: int = 128,
         iters: int = 3, new_tokens: int = 64) -> list[dict]:
     """context: the prompt length; iters: repeats (best of); new_tokens: per generate."""
     spec = SpecConfig(topk=1, num_steps=3, num_draft_tokens=4)
     rows = []
     for model in models:
         for bs in batch_sizes:
-            eager = round_time(model, bs, False, device, dtype, spec, new_tokens, iters, context)
-            graph = round_time(model, bs, True, device, dtype, spec, new_tokens, iters, context)
+            eager = round_time(model, bs=bs, cuda_graph=False, device=device, dtype=dtype,
+                               spec=spec, new_tokens=new_tokens, repeats=iters, prompt_len=context)
+            graph = round_time(model, bs=bs, cuda_graph=True, device=device, dtype=dtype,
+                               spec=spec, new_tokens=new_tokens, repeats=iters, prompt_len=context)
             graph["speedup"] = eager["round_ms"] / graph["round_ms"]
             rows += [eager, graph]
             print(f"{model:>9} bs={bs:<3} eager {eager['round_ms']:8.2f} ms/round   graph "

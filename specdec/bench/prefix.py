@@ -38,7 +38,7 @@ def _ttft(eng: Engine, prompts: list[list[int]], new_tokens: int, device: str) -
     return [first[r] for r in rids]
 
 
-def serve(model: str, device: str, dtype: str, cache: bool, prefix: list[int],
+def serve(model: str, *, device: str, dtype: str, cache: bool, prefix: list[int],
           suffixes: list[list[int]], new_tokens: int, seed: int) -> dict:
     spec = SpecConfig(topk=1, num_steps=3, num_draft_tokens=4)
     context = len(prefix) + max(map(len, suffixes)) + new_tokens + 16
@@ -66,7 +66,7 @@ def serve(model: str, device: str, dtype: str, cache: bool, prefix: list[int],
     return row
 
 
-def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], context: int = 1024,
+def run(device: str, *, dtype: str, models: list[str], batch_sizes: list[int], context: int = 1024,
         iters: int = 1, new_tokens: int = 8, suffix: int = 32, seed: int = 0) -> list[dict]:
     """batch_sizes: requests sharing the prefix; context: the shared prefix's tokens."""
     rows = []
@@ -75,7 +75,8 @@ def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], cont
             rng, vocab = random.Random(seed), min(1000, model_config(model).vocab_size)
             prefix = [rng.randrange(1, vocab) for _ in range(context)]
             suffixes = [[rng.randrange(1, vocab) for _ in range(suffix)] for _ in range(n)]
-            pair = [serve(model, device, dtype, c, prefix, suffixes, new_tokens, seed)
+            pair = [serve(model, device=device, dtype=dtype, cache=c, prefix=prefix,
+                          suffixes=suffixes, new_tokens=new_tokens, seed=seed)
                     for c in (False, True)]
             off, on = pair
             on["prefill_saved"] = 1 - on["prefill_tokens"] / off["prefill_tokens"]

@@ -83,7 +83,7 @@ def _report(row: dict) -> None:
         print(row["python"])
 
 
-def _measure(what, model, bs, fn, device, iters, warmup, python=False) -> dict:
+def _measure(what, *, model, bs, fn, device, iters, warmup, python=False) -> dict:
     step = median(time_ms(fn, device, iters, warmup))
     row = {"model": model, "bs": bs, "what": what, "step_ms": step, **_profile(fn, device, iters)}
     if python:
@@ -92,10 +92,10 @@ def _measure(what, model, bs, fn, device, iters, warmup, python=False) -> dict:
     return row
 
 
-def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], context: int,
+def run(device: str, *, dtype: str, models: list[str], batch_sizes: list[int], context: int,
         iters: int, warmup: int, configs) -> tuple[list[dict], dict]:
     topk, steps, ndt = configs[0]
-    spec = SpecConfig(topk, steps, ndt)
+    spec = SpecConfig(topk=topk, num_steps=steps, num_draft_tokens=ndt)
     rows = []
     for model in models:
         # warmup + 3 * iters rounds (timed, profiled, cProfiled), each up to steps + 1 tokens.
@@ -107,8 +107,9 @@ def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], cont
         plain.rounds.capture_all()  # none inside a timing
         for bs in batch_sizes:
             with live_batch(plain, bs, context) as reqs:
-                rows.append(_measure("decode_graph", model, bs, lambda: plain.rounds.decode_step(reqs),
-                                     device, iters, warmup))
+                rows.append(_measure("decode_graph", model=model, bs=bs,
+                                     fn=lambda: plain.rounds.decode_step(reqs),
+                                     device=device, iters=iters, warmup=warmup))
         del plain
         free(device)
         for graph in (True, False):
@@ -119,9 +120,11 @@ def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], cont
                 eng.capture_graphs()  # none inside a timing
             for bs in batch_sizes:
                 with live_batch(eng, bs, context) as reqs:
-                    rows.append(_measure(f"spec_round_{'graph' if graph else 'eager'}", model, bs,
-                                         lambda: eng.rounds.spec_round(reqs), device, iters,
-                                         warmup, python=True))
+                    rows.append(_measure(f"spec_round_{'graph' if graph else 'eager'}",
+                                         model=model, bs=bs,
+                                         fn=lambda: eng.rounds.spec_round(reqs), device=device,
+                                         iters=iters,
+                                         warmup=warmup, python=True))
             del eng
             free(device)
     return rows, {"context": context, "iters": iters, "warmup": warmup, "dtype": dtype,

@@ -23,7 +23,7 @@ def stamp(device: str, argv: list[str] | None = None, prog: str = "python -m spe
             "command": f"{prog} {shlex.join(argv)}"}
 
 
-def write(path: str, device: str, rows: list[dict], bench: str | None = None,
+def write(path: str, *, device: str, rows: list[dict], bench: str | None = None,
           extra: dict | None = None, argv: list[str] | None = None, plot: bool = True,
           prog: str = "python -m specdec") -> dict:
     """The stamped JSON at `path` and, with `plot`, its PNG beside it (same stem). A missing

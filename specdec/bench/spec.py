@@ -27,7 +27,8 @@ def parse_configs(text: str) -> list[tuple[int, int, int]]:
     return [tuple(int(x) for x in c.split(",")) for c in text.split(";") if c.strip()]
 
 
-def decode_step_ms(model, device, dtype, batch_sizes, context, iters, warmup) -> dict[int, float]:
+def decode_step_ms(model, *, device, dtype, batch_sizes, context, iters,
+                   warmup) -> dict[int, float]:
     """The graph decode step of the plain target, per batch size (the round's unit)."""
     with fast_weights(device, DTYPES[dtype]):
         eng = Engine(model=model, spec=None, device=device, dtype=dtype,
@@ -60,7 +61,7 @@ def _rounds(eng, reqs, device, iters, warmup) -> tuple[list[float], list[dict]]:
     return walls, timer.rounds()
 
 
-def _phase_row(model, bs, cfg, walls, phases, step_ms, accept_len, context, iters) -> dict:
+def _phase_row(model, *, bs, cfg, walls, phases, step_ms, accept_len, context, iters) -> dict:
     """The phase row of one (model, bs, config), printed as one line."""
     topk, steps, ndt = cfg
     round_ms = median(walls)
@@ -81,12 +82,12 @@ def _phase_row(model, bs, cfg, walls, phases, step_ms, accept_len, context, iter
     return row
 
 
-def _engine_step_rows(eng, model, bs, cfg, step_ms, context, iters, warmup) -> list[dict]:
+def _engine_step_rows(eng, *, model, bs, cfg, step_ms, context, iters, warmup) -> list[dict]:
     """The round through `Engine.step()`, synchronous and with overlap scheduling."""
     topk, steps, ndt = cfg
     out = []
     for name, ov in (("engine-step", False), ("overlap", True)):
-        ms = engine_step_ms(eng, bs, context, iters, warmup, ov)
+        ms = engine_step_ms(eng, bs=bs, prompt_len=context, iters=iters, warmup=warmup, overlap=ov)
         out.append({"model": model, "bs": bs, "topk": topk, "num_steps": steps,
                     "ndt": ndt, "impl": name, "round_ms": ms,
                     "round_in_decode_steps": ms / step_ms})
@@ -95,11 +96,11 @@ def _engine_step_rows(eng, model, bs, cfg, step_ms, context, iters, warmup) -> l
     return out
 
 
-def _bench_config(model, cfg, device, dtype, batch_sizes, step_ms, context, iters,
+def _bench_config(model, *, cfg, device, dtype, batch_sizes, step_ms, context, iters,
                   warmup) -> tuple[list[dict], list[dict]]:
     """One (model, config) at every batch size: phase rows and engine-step rows."""
     topk, steps, ndt = cfg
-    spec = SpecConfig(topk, steps, ndt)
+    spec = SpecConfig(topk=topk, num_steps=steps, num_draft_tokens=ndt)
     # Every round may commit num_steps + 1 tokens.
     ctx = context + (warmup + iters) * (steps + 1) + reserve_margin(spec, 1) + 8
     with fast_weights(device, DTYPES[dtype]):
@@ -114,9 +115,11 @@ def _bench_config(model, cfg, device, dtype, batch_sizes, step_ms, context, iter
             walls, phases = _rounds(eng, reqs, device, iters, warmup)
         req_rounds = eng.stats.req_rounds - q0
         accept_len = (eng.stats.accepted - a0 + req_rounds) / max(req_rounds, 1)
-        rows.append(_phase_row(model, bs, cfg, walls, phases, step_ms[bs], accept_len,
-                               context, iters))
-        steps_rows += _engine_step_rows(eng, model, bs, cfg, step_ms[bs], context, iters, warmup)
+        rows.append(_phase_row(model, bs=bs, cfg=cfg, walls=walls, phases=phases,
+                               step_ms=step_ms[bs], accept_len=accept_len,
+                               context=context, iters=iters))
+        steps_rows += _engine_step_rows(eng, model=model, bs=bs, cfg=cfg, step_ms=step_ms[bs],
+                                        context=context, iters=iters, warmup=warmup)
     del eng
     free(device)
     return rows, steps_rows
@@ -125,7 +128,7 @@ def _bench_config(model, cfg, device, dtype, batch_sizes, step_ms, context, iter
 def _e2e(model, cfg, device, dtype, e2e_tokens) -> list[dict]:
     """`generate()` of e2e_tokens tokens at bs 1 and 8, with and without overlap."""
     topk, steps, ndt = cfg
-    spec = SpecConfig(topk, steps, ndt)
+    spec = SpecConfig(topk=topk, num_steps=steps, num_draft_tokens=ndt)
 
     def build(overlap, model=model, spec=spec):
         with fast_weights(device, DTYPES[dtype]):
@@ -146,18 +149,21 @@ ROUND_CONVENTION = ("round_ms: median wall time of a round (synchronized); phase
                     "(tokens committed per request-round) exceeds it.")
 
 
-def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], context: int,
+def run(device: str, *, dtype: str, models: list[str], batch_sizes: list[int], context: int,
         iters: int, warmup: int, configs=DEFAULT_CONFIGS, e2e_tokens: int = 256) -> tuple[list[dict], dict]:
     """Besides the phase rows: extra["engine_step"], the round through `Engine.step()` in
     steady state, synchronous and with overlap scheduling, in decode steps; extra["e2e"],
     `generate()` of 256 tokens at bs 1 and 8 with and without overlap (first config)."""
     rows, steps_rows, e2e_all = [], [], []
     for model in models:
-        step_ms = decode_step_ms(model, device, dtype, batch_sizes, context, iters, warmup)
+        step_ms = decode_step_ms(model, device=device, dtype=dtype, batch_sizes=batch_sizes,
+                                 context=context, iters=iters, warmup=warmup)
         free(device)  # that engine died with decode_step_ms
         for cfg in configs:
-            cfg_rows, cfg_steps = _bench_config(model, tuple(cfg), device, dtype, batch_sizes,
-                                                step_ms, context, iters, warmup)
+            cfg_rows, cfg_steps = _bench_config(model, cfg=tuple(cfg), device=device, dtype=dtype,
+                                                batch_sizes=batch_sizes,
+                                                step_ms=step_ms, context=context, iters=iters,
+                                                warmup=warmup)
             rows += cfg_rows
             steps_rows += cfg_steps
             if e2e_tokens and tuple(cfg) == tuple(configs[0]):

@@ -36,7 +36,7 @@ def _fast_weights_here(_engine, device: str, dtype: str) -> None:
     _KEEP.append(cm)
 
 
-def _decode_rows(engine, model: str, tp: int, batch_sizes, context: int, iters: int,
+def _decode_rows(engine, *, model: str, tp: int, batch_sizes, context: int, iters: int,
                  warmup: int, path: str, bytes_per_s: float) -> list[dict]:
     """On every rank: a graph decode runner, each batch size timed, then profiled."""
     runner = RoundRunner(engine, True, batch_sizes, False)
@@ -49,7 +49,8 @@ def _decode_rows(engine, model: str, tp: int, batch_sizes, context: int, iters: 
             ms = median(time_ms(step, engine.device, iters, warmup))
             line = step_timeline(step, engine.device, iters)
         coll = line["collective_ms"]
-        floor, _ = step_floor(engine, bs, context, warmup, iters, bytes_per_s, tp)
+        floor, _ = step_floor(engine, bs=bs, context=context, warmup=warmup, iters=iters,
+                              bytes_per_s=bytes_per_s, ranks=tp)
         rows.append({"model": model, "bs": bs, "tp": tp, "all_reduce": path, "impl": "graph",
                      "step_ms": ms, "floor_ms": floor, "ratio": ms / floor,
                      "allreduce_ms_per_step": coll, "allreduce_share": coll / ms,
@@ -57,20 +58,22 @@ def _decode_rows(engine, model: str, tp: int, batch_sizes, context: int, iters: 
     return rows
 
 
-def _compile_rows(eng, model, batch_sizes, context, iters, warmup, compile_mode,
+def _compile_rows(eng, *, model, batch_sizes, context, iters, warmup, compile_mode,
                   bytes_per_s) -> list[dict]:
     """The torch.compile peer of the one-rank step (specdec/bench/decode.py), same floor."""
     from specdec.bench.decode import _peer_row, peer_seq
     rows = []
     for bs in batch_sizes:
-        row = _peer_row(eng, model, bs, peer_seq(context, warmup, iters), context,
-                        str(eng.device), iters, warmup, compile_mode,
-                        *step_floor(eng, bs, context, warmup, iters, bytes_per_s))
+        floor_ms, common = step_floor(eng, bs=bs, context=context, warmup=warmup, iters=iters,
+                                      bytes_per_s=bytes_per_s)
+        row = _peer_row(eng, model=model, bs=bs, seq=peer_seq(context, warmup, iters),
+                        context=context, device=str(eng.device), iters=iters, warmup=warmup,
+                        compile_mode=compile_mode, floor_ms=floor_ms, common=common)
         rows.append({**row, "tp": 1, "all_reduce": None})
     return rows
 
 
-def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], context: int,
+def run(device: str, *, dtype: str, models: list[str], batch_sizes: list[int], context: int,
         iters: int, warmup: int, tp: int,
         compile_mode: str = "reduce-overhead") -> tuple[list[dict], dict]:
     rows = []
@@ -98,8 +101,9 @@ def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], cont
                       flush=True)
             rows += got
             if size == 1:  # after this engine's graph replays, as in bench decode
-                rows += _compile_rows(eng, model, batch_sizes, context, iters, warmup,
-                                      compile_mode, bw["bytes_per_s"])
+                rows += _compile_rows(eng, model=model, batch_sizes=batch_sizes, context=context,
+                                      iters=iters, warmup=warmup,
+                                      compile_mode=compile_mode, bytes_per_s=bw["bytes_per_s"])
             eng.close()
             del eng
             free(device)

@@ -21,7 +21,7 @@ from specdec.tp.replicate import on_every_rank
 from specdec.validate import reserve_margin
 
 
-def _round_rows(engine, model: str, tp: int, batch_sizes, context: int, iters: int,
+def _round_rows(engine, *, model: str, tp: int, batch_sizes, context: int, iters: int,
                 warmup: int, path: str) -> list[dict]:
     """On every rank: each batch size's spec round timed, then profiled."""
     s = engine.spec
@@ -40,12 +40,12 @@ def _round_rows(engine, model: str, tp: int, batch_sizes, context: int, iters: i
     return rows
 
 
-def run(device: str, dtype: str, models: list[str], batch_sizes: list[int], context: int,
+def run(device: str, *, dtype: str, models: list[str], batch_sizes: list[int], context: int,
         iters: int, warmup: int, tp: int, configs) -> tuple[list[dict], dict]:
     rows = []
     for model in models:
         for topk, steps, ndt in configs:
-            spec = SpecConfig(topk, steps, ndt)
+            spec = SpecConfig(topk=topk, num_steps=steps, num_draft_tokens=ndt)
             # every round may commit num_steps + 1 tokens; timed and profiled rounds both
             ctx = context + (warmup + 2 * iters) * (steps + 1) + reserve_margin(spec, 1) + 8
             for size, path in [(1, "nccl")] + [(tp, p) for p in ("auto", "nccl")]:

@@ -37,7 +37,7 @@ class InputSpec:
     pad: float = 0
 
 
-def pad_inputs(specs: dict[str, InputSpec], live: dict[str, torch.Tensor], bs: int, size: int,
+def pad_inputs(specs: dict[str, InputSpec], *, live: dict[str, torch.Tensor], bs: int, size: int,
                out: dict[str, torch.Tensor] | None = None,
                dirty: dict[str, int] | None = None) -> dict[str, torch.Tensor]:
     """Copy live rows (`live`: by input name) into `out` (static buffers) or fresh tensors,
@@ -77,7 +77,7 @@ def idle_lanes_from_live_row(views, live, bs: int, size: int) -> None:
 
 
 class PhaseRunner:
-    def __init__(self, phase, device: torch.device, use_graph: bool, buckets: list[int],
+    def __init__(self, phase, *, device: torch.device, use_graph: bool, buckets: list[int],
                  max_bs: int, batch_invariant: bool, factory: GraphFactory | None) -> None:
         self.phase = phase
         self.device = device
@@ -128,7 +128,8 @@ class PhaseRunner:
     def _capture(self, factory: GraphFactory, size: int) -> None:
         empty = {n: torch.empty((0, *s.tail), dtype=s.dtype, device=self.device)
                  for n, s in self.phase.inputs.items()}
-        padded = pad_inputs(self.phase.inputs, empty, 0, size, self.static)  # all pad
+        padded = pad_inputs(self.phase.inputs, live=empty, bs=0, size=size,
+                            out=self.static)  # all pad
         x = self.phase.input_type(**padded, **self.phase.extra_static(size, self.static))
 
         def body():
@@ -164,7 +165,8 @@ class PhaseRunner:
         fields = {name: getattr(live, name) for name in self.phase.inputs}
         if self.last_ran_graph:
             self.capture_size(size)  # after the ranks agreed: every rank captures alike
-            padded = pad_inputs(self.phase.inputs, fields, bs, size, self.static, self.dirty)
+            padded = pad_inputs(self.phase.inputs, live=fields, bs=bs, size=size, out=self.static,
+                                dirty=self.dirty)
             if faults.on("tp_idle_rank_dummy_writes") and self.tp_rank > 0:
                 idle_lanes_from_live_row(padded, fields, bs, size)
             extra = self.phase.load_extra(live, bs, size, self.captured_inputs[size])
@@ -173,9 +175,9 @@ class PhaseRunner:
             self.phase.replay_metadata(x, prep, size, md)
             self.graphs[size].replay()
             out = self.outputs[size]
-            self.phase.after_replay(x, prep, size, bs, md, out)
+            self.phase.after_replay(x, prep=prep, size=size, bs=bs, md=md, out=out)
         else:
-            padded = pad_inputs(self.phase.inputs, fields, bs, size)
+            padded = pad_inputs(self.phase.inputs, live=fields, bs=bs, size=size)
             if faults.on("tp_idle_rank_dummy_writes") and self.tp_rank > 0:
                 idle_lanes_from_live_row(padded, fields, bs, size)
             x = dataclasses.replace(live, **padded, **self.phase.load_extra(live, bs, size, None))

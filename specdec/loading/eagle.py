@@ -74,7 +74,8 @@ def load_eagle_head(path: str | os.PathLike, target: LlamaModel, device,
         head = EagleHead(cfg, target, fc_bias="fc.bias" in names,
                          own_embedding="embed_tokens.weight" in names)
     expected = {n: tuple(p.shape) for n, p in head.named_parameters()}
-    mapping = match_tensors(reader, expected, _engine_name, lambda n: n, where,
+    mapping = match_tensors(reader, expected=expected, to_engine=_engine_name,
+                            to_checkpoint=lambda n: n, where=where,
                             ignore=lambda n: n.endswith("rotary_emb.inv_freq"), hint=_hint)
     head.load_state_dict(reader.load(mapping, device, dtype), strict=True, assign=True)
     head.rope = RotaryEmbedding.for_config(cfg)

@@ -47,7 +47,8 @@ def load_llama(path: str | os.PathLike, device, dtype: torch.dtype,
     with torch.device("meta"):
         model = LlamaModel(cfg)
     expected = {n: tuple(p.shape) for n, p in model.named_parameters()}
-    mapping = match_tensors(reader, expected, _engine_name, _checkpoint_name, where, _ignored(cfg))
+    mapping = match_tensors(reader, expected=expected, to_engine=_engine_name,
+                            to_checkpoint=_checkpoint_name, where=where, ignore=_ignored(cfg))
     state = reader.load(mapping, device, dtype)
     model.load_state_dict(state, strict=True, assign=True)
     model.rope = RotaryEmbedding.for_config(cfg)

@@ -96,7 +96,7 @@ class CheckpointReader:
         return out
 
 
-def match_tensors(reader: CheckpointReader, expected: dict[str, tuple[int, ...]], to_engine,
+def match_tensors(reader: CheckpointReader, *, expected: dict[str, tuple[int, ...]], to_engine,
                   to_checkpoint, where: str, ignore=lambda name: False,
                   hint=lambda unexpected: "") -> dict[str, str]:
     """{checkpoint name: engine name} covering exactly the `expected` engine tensors, with the

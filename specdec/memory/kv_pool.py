@@ -11,7 +11,7 @@ class KVPool:
     All K and V layer buffers are views of one tensor `[2, num_layers, ...]`, evenly spaced, so
     a KV move covers every layer in one launch (kernels/kv_move.py)."""
 
-    def __init__(self, num_layers: int, num_slots: int, num_kv_heads: int, head_dim: int,
+    def __init__(self, num_layers: int, *, num_slots: int, num_kv_heads: int, head_dim: int,
                  dtype: torch.dtype, device: torch.device) -> None:
         self.kv = torch.zeros((2, num_layers, num_slots, num_kv_heads, head_dim), dtype=dtype,
                               device=device)

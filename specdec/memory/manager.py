@@ -10,7 +10,7 @@ from specdec.request import Req
 
 
 class MemoryManager:
-    def __init__(self, max_reqs: int, max_context: int, num_pages: int, page_size: int,
+    def __init__(self, max_reqs: int, *, max_context: int, num_pages: int, page_size: int,
                  kernels, device: torch.device) -> None:
         self.page_size = page_size
         self.req_pool = ReqToTokenPool(max_reqs, max_context, device)

@@ -31,7 +31,7 @@ class DraftStatePool:
     logits, from which the first draft token is sampled once the round's coins are known.
     Indexed by req_pool_idx so requests can join and leave between rounds."""
 
-    def __init__(self, max_reqs: int, hidden_size: int, topk: int, dtype: torch.dtype,
+    def __init__(self, max_reqs: int, *, hidden_size: int, topk: int, dtype: torch.dtype,
                  device: torch.device, vocab_size: int = 0) -> None:
         rows = max_reqs + 1
         self.hidden = torch.zeros((rows, hidden_size), dtype=dtype, device=device)

@@ -42,7 +42,8 @@ class EagleHead(nn.Module):
         x = self.fc(torch.cat([emb, fb.hidden_states.to(emb.dtype)], dim=-1))
         residual = None
         for layer in self.layers:
-            x, residual = layer(x, residual, fb.positions, self.rope, fb, backend)
+            x, residual = layer(x, residual=residual, positions=fb.positions, rope=self.rope,
+                                fb=fb, backend=backend)
         x = reduced(self.tp, x) + residual  # the head's hidden state: its layer's output
         #                                     stream (the MLP output summed), no final norm
         return target.compute_logits(x if logit_rows is None else x[logit_rows]), x

@@ -43,7 +43,9 @@ class Attention(nn.Module):
         v = qkv[:, nq + nkv:].view(n, self.num_kv_heads, d)
         # The backend rotates q and k at `positions` (fused with the KV store) and attends.
         # Sharded, the rank's partial sum: DecoderLayer reduces it fused with the norm after it.
-        return self.o_proj(backend.forward(q, k, v, self.layer_id, fb, rope, positions).reshape(n, -1))
+        out = backend.forward(q, k=k, v=v, layer_id=self.layer_id, fb=fb, rope=rope,
+                              positions=positions)
+        return self.o_proj(out.reshape(n, -1))
 
 
 class DecoderLayer(nn.Module):
@@ -55,7 +57,7 @@ class DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = MLP(cfg.hidden_size, cfg.intermediate_size)
 
-    def forward(self, x, residual, positions, rope, fb, backend):
+    def forward(self, x, *, residual, positions, rope, fb, backend):
         """The residual stream is `x + residual` (residual None: just x, the first layer).
         Returns (this layer's MLP output, the stream before it): each add is fused into the
         norm that follows it, here or in the next layer (or the model's final norm). On a TP
@@ -143,6 +145,7 @@ class LlamaModel(nn.Module):
     def forward(self, fb: ForwardBatch, backend, logit_rows: torch.Tensor | None = None):
         x, residual = self.embed(fb.input_ids), None
         for layer in self.layers:
-            x, residual = layer(x, residual, fb.positions, self.rope, fb, backend)
+            x, residual = layer(x, residual=residual, positions=fb.positions, rope=self.rope,
+                                fb=fb, backend=backend)
         h, _ = reduce_norm(self.tp, self.norm, x, residual)
         return self.compute_logits(h if logit_rows is None else h[logit_rows]), h

@@ -18,7 +18,7 @@ def compact_accepted_to_front(x: torch.Tensor, accept_index: torch.Tensor, bs: i
     return out.view_as(x)
 
 
-def accepted_kv_moves(req_to_token: torch.Tensor, req_pool_indices: torch.Tensor,
+def accepted_kv_moves(req_to_token: torch.Tensor, *, req_pool_indices: torch.Tensor,
                       seq_lens: torch.Tensor, accept_index: torch.Tensor,
                       accept_lens: torch.Tensor, ndt: int):
     """(tgt_loc, src_loc) that move each accepted node's target KV to seq_len + j.

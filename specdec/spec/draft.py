@@ -14,7 +14,7 @@ from specdec.spec.select import fast_topk
 
 
 class DraftWorker:
-    def __init__(self, draft: ModelKV, state, spec, hooks: Hooks, decode_runner,
+    def __init__(self, draft: ModelKV, *, state, spec, hooks: Hooks, decode_runner,
                  extend_runner) -> None:
         self.draft = draft
         self.state = state  # the draft state pool (specdec/memory/req_pool.py)
@@ -34,8 +34,9 @@ class DraftWorker:
 
     def extend_prefill(self, fb: ForwardBatch, logit_rows: torch.Tensor) -> None:
         """Draft over whole prompts (ragged, always eager); keep each last row's candidates."""
-        logits, hidden = run_forward(self.draft.model, self.draft.backend, fb, logit_rows,
-                                     self.hooks.recorder)
+        logits, hidden = run_forward(self.draft.model, backend=self.draft.backend, fb=fb,
+                                     logit_rows=logit_rows,
+                                     recorder=self.hooks.recorder)
         topk_p, topk_index = fast_topk(torch.softmax(logits, dim=-1), self.spec.topk)
         self.state.store(fb.req_pool_indices, hidden[logit_rows], topk_p, topk_index, logits)
 

@@ -70,7 +70,7 @@ class DraftTree:
 class DraftDecodePhase(Phase):
     input_type = DraftDecodeInputs
 
-    def __init__(self, draft: ModelKV, paging: Paging, kernels, hooks: Hooks, state, spec,
+    def __init__(self, draft: ModelKV, *, paging: Paging, kernels, hooks: Hooks, state, spec,
                  max_batch: int, vocab_size: int) -> None:
         super().__init__(draft, paging, kernels, hooks)
         self.state = state  # the draft state pool (specdec/memory/req_pool.py)
@@ -132,23 +132,27 @@ class DraftDecodePhase(Phase):
             step_positions = self.positions_at_capture[size]  # the mistake: the capture's, stale
         return DraftDecodePrepared(out_cache_loc, step_positions, logits=logits, **carried)
 
-    def batch(self, x: DraftDecodeInputs, prep: DraftDecodePrepared, size, step: int,
+    def batch(self, x: DraftDecodeInputs, *, prep: DraftDecodePrepared, size, step: int,
               input_ids=None, hidden=None) -> ForwardBatch:
         positions = prep.step_positions[step]
         if input_ids is None:  # metadata does not read tokens: any ids of the right count
             input_ids = x.positions
-        return ForwardBatch(ForwardMode.DRAFT_DECODE, input_ids, positions, prep.out_cache_loc,
-                            x.req_pool_indices, x.seq_lens, x.kv_prefix_lens,
+        return ForwardBatch(mode=ForwardMode.DRAFT_DECODE, input_ids=input_ids,
+                            positions=positions, out_cache_loc=prep.out_cache_loc,
+                            req_pool_indices=x.req_pool_indices, seq_lens=x.seq_lens,
+                            kv_prefix_lens=x.kv_prefix_lens,
                             topk=self.topk, num_steps=self.steps, draft_step=step,
                             hidden_states=hidden, req_page_table=x.req_page_table)
 
     def capture_metadata(self, x, prep, size):
         return self.kv.backend.init_draft_decode_metadata_capture_cuda_graph(
-            [self.batch(x, prep, size, i) for i in range(self.steps - 1)])
+            [self.batch(x, prep=prep, size=size, step=i) for i in range(self.steps - 1)])
 
     def replay_metadata(self, x, prep, size, md) -> None:
         for i, m in enumerate(md):
-            self.kv.backend.init_forward_metadata_replay_cuda_graph(self.batch(x, prep, size, i), m)
+            self.kv.backend.init_forward_metadata_replay_cuda_graph(self.batch(x, prep=prep,
+                                                                               size=size, step=i),
+                                                                               m)
 
     def forward(self, x: DraftDecodeInputs, prep: DraftDecodePrepared, size, md,
                 bs=None) -> DraftDecodeOutputs:
@@ -160,9 +164,11 @@ class DraftDecodePhase(Phase):
         logits = prep.logits  # probabilistic: the draft extend's row, q of draft token 0
         for i in range(steps):
             if self.probabilistic:
-                topk_index = self._sample_drafts(x, size, i, logits, topk_index, md is not None)
+                topk_index = self._sample_drafts(x, size=size, i=i, logits=logits,
+                                                 topk_index=topk_index, captured=md is not None)
             input_ids, hidden, scores, (s, t, p) = select_top_k_tokens(
-                i, topk_p, topk_index, hidden, scores, topk)
+                i, topk_p=topk_p, topk_index=topk_index, hidden_states=hidden, scores=scores,
+                topk=topk)
             score_list.append(s)
             token_list.append(t)
             parents_list.append(p)
@@ -170,9 +176,9 @@ class DraftDecodePhase(Phase):
                 break
             if i >= 1 and topk > 1:
                 self._follow_ancestry(per_step, parent_branch(p, i, topk), i, size)
-            fb = self.batch(x, prep, size, i, input_ids, hidden)
-            logits, hidden = _run(self.kv, fb, None if md is None else md[i],
-                                  self.hooks.recorder, num_padded=size - (bs or size))
+            fb = self.batch(x, prep=prep, size=size, step=i, input_ids=input_ids, hidden=hidden)
+            logits, hidden = _run(self.kv, fb=fb, md=None if md is None else md[i],
+                                  recorder=self.hooks.recorder, num_padded=size - (bs or size))
             step_ids.append(input_ids)
             step_logits.append(logits)
             topk_p, topk_index = fast_topk(torch.softmax(logits, dim=-1), topk)
@@ -183,14 +189,15 @@ class DraftDecodePhase(Phase):
                                   tuple(step_logits),
                                   self.draft_probs[:size] if self.probabilistic else None)
 
-    def _sample_drafts(self, x: DraftDecodeInputs, size, i, logits, topk_index, captured: bool):
+    def _sample_drafts(self, x: DraftDecodeInputs, *, size, i, logits, topk_index, captured: bool):
         """Draft token i of sampled rows: drawn from q = the filtered draft distribution (the
         request's temperature / top-k / top-p) with coin i of the draft stream; q is kept
         for the acceptance rule. Greedy rows keep the argmax candidate."""
         temp = x.temperature
         sampled = temp > 0
-        q = filtered_probs(logits[:, None, :], torch.where(sampled, temp, 1.0), x.top_k,
-                           x.top_p)[:, 0]
+        q = filtered_probs(logits[:, None, :], temperature=torch.where(sampled, temp, 1.0),
+                           top_k=x.top_k,
+                           top_p=x.top_p)[:, 0]
         tok = draw_from(q, x.draft_coins.view(size, self.steps)[:, i])
         if i == 0 or not (captured and faults.on("graph_output_not_captured")):
             self.draft_probs[:size, i].copy_(q)  # the fault: replay never writes steps >= 1
@@ -204,12 +211,12 @@ class DraftDecodePhase(Phase):
         self.kernels.move_kv_cache(self.kv.backend.pool.buffers, rows.reshape(-1),
                                    src.reshape(-1))
 
-    def after_replay(self, x, prep, size, bs, md, out: DraftDecodeOutputs) -> None:
+    def after_replay(self, x, *, prep, size, bs, md, out: DraftDecodeOutputs) -> None:
         recorder = self.hooks.recorder
         if recorder is None:
             return
         for i, m in enumerate(md):
-            fb = self.batch(x, prep, size, i, out.step_ids[i])
+            fb = self.batch(x, prep=prep, size=size, step=i, input_ids=out.step_ids[i])
             fb.attn_metadata, fb.num_padded = m, size - bs
             recorder.on_forward(fb, out.step_logits[i], None, graph=True)
 

@@ -23,7 +23,7 @@ from specdec.spec.context import Hooks, ModelKV, Paging
 from specdec.spec.select import fast_topk
 
 
-def _run(kv: ModelKV, fb, md, recorder, logit_rows=None, num_padded: int = 0, eager_md=None):
+def _run(kv: ModelKV, *, fb, md, recorder, logit_rows=None, num_padded: int = 0, eager_md=None):
     fb.num_padded = num_padded
     if md is None and eager_md is not None:
         fb.attn_metadata = eager_md  # only the verify_metadata_before_padding fault
@@ -87,7 +87,7 @@ class Phase:
     def replay_metadata(self, x, prep, size, md) -> None:
         self.kv.backend.init_forward_metadata_replay_cuda_graph(self.batch(x, prep, size), md)
 
-    def after_replay(self, x, prep, size, bs, md, out) -> None:
+    def after_replay(self, x, *, prep, size, bs, md, out) -> None:
         recorder = self.hooks.recorder
         if recorder is not None:
             fb = self.batch(x, prep, size)
@@ -123,12 +123,14 @@ class DecodePhase(Phase):
                                        x.req_pool_indices, x.seq_lens, 1))
 
     def batch(self, x: DecodeInputs, prep: WriteSlots, size) -> ForwardBatch:
-        return ForwardBatch(ForwardMode.DECODE, x.input_ids, x.positions, prep.out_cache_loc,
-                            x.req_pool_indices, x.seq_lens, x.seq_lens,
+        return ForwardBatch(mode=ForwardMode.DECODE, input_ids=x.input_ids, positions=x.positions,
+                            out_cache_loc=prep.out_cache_loc,
+                            req_pool_indices=x.req_pool_indices, seq_lens=x.seq_lens,
+                            kv_prefix_lens=x.seq_lens,
                             extend_lens=torch.ones_like(x.seq_lens))
 
     def forward(self, x: DecodeInputs, prep: WriteSlots, size, md, bs=None) -> DecodeOutputs:
-        logits, _ = _run(self.kv, self.batch(x, prep, size), md, self.hooks.recorder,
+        logits, _ = _run(self.kv, fb=self.batch(x, prep, size), md=md, recorder=self.hooks.recorder,
                          num_padded=size - (bs or size))
         return DecodeOutputs(logits)
 
@@ -161,7 +163,7 @@ class VerifyPhase(Phase):
 
     input_type = VerifyInputs
 
-    def __init__(self, target: ModelKV, paging: Paging, kernels, hooks: Hooks, ndt: int,
+    def __init__(self, target: ModelKV, *, paging: Paging, kernels, hooks: Hooks, ndt: int,
                  max_context: int) -> None:
         super().__init__(target, paging, kernels, hooks)
         self.ndt, self.max_context = ndt, max_context
@@ -209,8 +211,10 @@ class VerifyPhase(Phase):
         return {"custom_mask": dst, "padded_seq_lens_sum": padded_sum}
 
     def batch(self, x: VerifyInputs, prep: WriteSlots, size) -> ForwardBatch:
-        return ForwardBatch(ForwardMode.TARGET_VERIFY, x.input_ids, x.positions,
-                            prep.out_cache_loc, x.req_pool_indices, x.seq_lens, x.seq_lens,
+        return ForwardBatch(mode=ForwardMode.TARGET_VERIFY, input_ids=x.input_ids,
+                            positions=x.positions,
+                            out_cache_loc=prep.out_cache_loc, req_pool_indices=x.req_pool_indices,
+                            seq_lens=x.seq_lens, kv_prefix_lens=x.seq_lens,
                             seq_lens_sum=x.padded_seq_lens_sum, num_draft_tokens=self.ndt,
                             custom_mask=x.custom_mask, req_page_table=x.req_page_table)
 
@@ -221,7 +225,7 @@ class VerifyPhase(Phase):
             early = self.batch(*_live_rows(x, prep, size, bs), bs)
             self.kv.backend.init_forward_metadata(early)
             early = early.attn_metadata
-        logits, hidden = _run(self.kv, fb, md, self.hooks.recorder,
+        logits, hidden = _run(self.kv, fb=fb, md=md, recorder=self.hooks.recorder,
                               num_padded=size - (bs or size), eager_md=early)
         return VerifyOutputs(logits, hidden)
 
@@ -277,7 +281,7 @@ class DraftExtendPhase(Phase):
     recorded_hidden = None  # the graph keeps only the selected rows' hidden states
     input_type = DraftExtendInputs
 
-    def __init__(self, draft: ModelKV, paging: Paging, kernels, hooks: Hooks, state, spec,
+    def __init__(self, draft: ModelKV, *, paging: Paging, kernels, hooks: Hooks, state, spec,
                  target_hidden_size: int, dtype: torch.dtype) -> None:
         super().__init__(draft, paging, kernels, hooks)
         self.state = state  # the draft state pool (specdec/memory/req_pool.py)
@@ -305,9 +309,12 @@ class DraftExtendPhase(Phase):
         return DraftExtendPrepared(pos.reshape(-1), loc.reshape(-1))
 
     def batch(self, x: DraftExtendInputs, prep: DraftExtendPrepared, size) -> ForwardBatch:
-        return ForwardBatch(ForwardMode.DRAFT_EXTEND, x.input_ids, prep.positions,
-                            prep.out_cache_loc, x.req_pool_indices, x.seq_lens,
-                            x.kv_prefix_lens, extend_lens=torch.full_like(x.seq_lens, self.ndt),
+        return ForwardBatch(mode=ForwardMode.DRAFT_EXTEND, input_ids=x.input_ids,
+                            positions=prep.positions,
+                            out_cache_loc=prep.out_cache_loc, req_pool_indices=x.req_pool_indices,
+                            seq_lens=x.seq_lens,
+                            kv_prefix_lens=x.kv_prefix_lens,
+                            extend_lens=torch.full_like(x.seq_lens, self.ndt),
                             hidden_states=x.hidden, req_page_table=x.req_page_table)
 
     def forward(self, x: DraftExtendInputs, prep: DraftExtendPrepared, size, md,
@@ -317,8 +324,9 @@ class DraftExtendPhase(Phase):
             width = self.num_steps + 1  # the historical bug: the graph's row stride
         last = (x.accept_lens - 1).clamp(min=0)  # padded requests: their row 0
         rows = torch.arange(size, device=self.device) * width + last
-        logits, hidden = _run(self.kv, self.batch(x, prep, size), md, self.hooks.recorder, rows,
-                              size - (bs or size))
+        logits, hidden = _run(self.kv, fb=self.batch(x, prep, size), md=md,
+                              recorder=self.hooks.recorder, logit_rows=rows,
+                              num_padded=size - (bs or size))
         topk_p, topk_index = fast_topk(torch.softmax(logits, dim=-1), self.topk)
         out = DraftExtendOutputs(logits, topk_p, topk_index, hidden[rows])
         # Padded requests store into reserved row 0, which draft decode never reads.

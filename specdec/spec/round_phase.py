@@ -152,7 +152,8 @@ class GreedyRoundPhase(Phase):
         vprep = self.verify.prepare(vx, size)
         vmd = None if md is None else self.verify.capture_metadata(vx, vprep, size)
         verified = self.verify.forward(vx, vprep, size, vmd, bs)
-        res = self.verifier.accept(rows, seq, tree, verified.logits, verified.hidden)
+        res = self.verifier.accept(rows, seq_lens=seq, built=tree, logits=verified.logits,
+                                   hidden=verified.hidden)
         new_seq = seq + res.accept_lens
 
         # Draft extend over the accepted path; padded lanes as its own runner pads them
@@ -167,7 +168,7 @@ class GreedyRoundPhase(Phase):
         return GreedyRoundOutputs(draft, tree, vx, vprep, vmd, verified, res, xx, xprep, xmd,
                                   extended, new_seq)
 
-    def after_replay(self, x: GreedyRoundInputs, prep, size, bs, md: RoundMetadata,
+    def after_replay(self, x: GreedyRoundInputs, *, prep, size, bs, md: RoundMetadata,
                      out: GreedyRoundOutputs) -> None:
         """The trace the separate phases leave, in their order (specdec/trace.py)."""
         rec = self.hooks.recorder
@@ -175,13 +176,15 @@ class GreedyRoundPhase(Phase):
             return
         ndt, width = self.verify.ndt, self.draft.steps + 1
         d = out.draft
-        self.draft.after_replay(x.draft_inputs(md.req_page_table), prep, size, bs, md.draft, d)
+        self.draft.after_replay(x.draft_inputs(md.req_page_table), prep=prep, size=size, bs=bs,
+                                md=md.draft, out=d)
         n = bs * self.draft.topk * self.draft.steps
         rec.on_draft(DraftTree(d.parent_list[:bs], d.top_scores_index[:bs],
                                d.draft_tokens[:bs], d.out_cache_loc[:n]))
         # The verify's metadata sees this replay's padded sum (load_extra), not the capture's.
         vx = dataclasses.replace(out.verify_inputs, padded_seq_lens_sum=x.padded_seq_lens_sum)
-        self.verify.after_replay(vx, out.verify_slots, size, bs, out.verify_metadata, out.verify)
+        self.verify.after_replay(vx, prep=out.verify_slots, size=size, bs=bs,
+                                 md=out.verify_metadata, out=out.verify)
         t, acc = out.tree, out.accepted
         used = ndt * x.seq_lens_sum + bs * ndt * ndt  # what build_tree would have allocated
         built = (t.tree_mask[:used], t.positions[:bs * ndt], t.retrieve_index[:bs],
@@ -189,8 +192,8 @@ class GreedyRoundPhase(Phase):
                  t.draft_tokens[:bs * ndt])
         rec.on_verify(built, out.verify.logits[:bs * ndt], acc.accept_index[:bs],
                       acc.accept_lens[:bs], acc.accepted_tokens[:bs * width])
-        self.extend.after_replay(out.extend_inputs, out.extend_prepared, size, bs,
-                                 out.extend_metadata, out.extend)
+        self.extend.after_replay(out.extend_inputs, prep=out.extend_prepared, size=size, bs=bs,
+                                 md=out.extend_metadata, out=out.extend)
 
     def slice_outputs(self, out: GreedyRoundOutputs, bs) -> RoundResult:
         width = self.draft.steps + 1

@@ -11,7 +11,7 @@ def fast_topk(values: torch.Tensor, topk: int, dim: int = -1):
     return torch.topk(values, topk, dim=dim)
 
 
-def select_top_k_tokens(i: int, topk_p: torch.Tensor, topk_index: torch.Tensor,
+def select_top_k_tokens(i: int, *, topk_p: torch.Tensor, topk_index: torch.Tensor,
                         hidden_states: torch.Tensor, scores: torch.Tensor | None, topk: int):
     """Inputs of draft forward i and the tree info of its candidates.
 

@@ -45,7 +45,7 @@ class Verifier:
     threshold_single = 1.0
     threshold_acc = 1.0
 
-    def __init__(self, target: ModelKV, paging: Paging, kernels, spec, hooks: Hooks,
+    def __init__(self, target: ModelKV, *, paging: Paging, kernels, spec, hooks: Hooks,
                  runner=None) -> None:
         self.target = target  # its KV pool holds the tree's KV that compaction moves
         self.paging = paging
@@ -60,7 +60,7 @@ class Verifier:
             bonus, tree.parent_list, tree.top_scores_index, tree.draft_tokens, seq_lens,
             seq_lens_sum, self.spec.topk, self.spec.num_steps, self.spec.ndt, FULL_MASK))
 
-    def verify(self, req_pool_indices, seq_lens, seq_lens_sum: int, built: BuiltTree,
+    def verify(self, req_pool_indices, *, seq_lens, seq_lens_sum: int, built: BuiltTree,
                sampling: BatchSampling | None = None,
                draft_probs: torch.Tensor | None = None) -> VerifyResult:
         """draft_probs [bs, num_steps, V]: the q each draft was sampled from (probabilistic
@@ -71,14 +71,15 @@ class Verifier:
         out = self.runner.run(live, bs)
         if self.hooks.phase_timer is not None:  # the verify forward ends; acceptance follows
             self.hooks.phase_timer.mark("verify")
-        res = self.accept(req_pool_indices, seq_lens, built, out.logits, out.hidden, sampling,
-                          draft_probs)
+        res = self.accept(req_pool_indices, seq_lens=seq_lens, built=built, logits=out.logits,
+                          hidden=out.hidden, sampling=sampling,
+                          draft_probs=draft_probs)
         if self.hooks.recorder is not None:
             self.hooks.recorder.on_verify(built.as_tuple(), out.logits, res.accept_index,
                                           res.accept_lens, res.accepted_tokens)
         return res
 
-    def accept(self, req_pool_indices, seq_lens, built: BuiltTree, logits, hidden,
+    def accept(self, req_pool_indices, *, seq_lens, built: BuiltTree, logits, hidden,
                sampling: BatchSampling | None = None,
                draft_probs: torch.Tensor | None = None) -> VerifyResult:
         """Acceptance over the verify forward's logits and hidden states, then the accepted
@@ -97,13 +98,16 @@ class Verifier:
                     draft_tokens.view(bs, ndt), retrieve_index, next_token, next_sibling,
                     target_predict)
         if sampling is not None:
-            self._sample_accept(sampling, logits, draft_tokens.view(bs, ndt), retrieve_index,
-                                next_token, next_sibling, predict, accept_index, accept_num,
-                                draft_probs)
+            self._sample_accept(sampling, logits=logits, cand=draft_tokens.view(bs, ndt),
+                                retrieve_index=retrieve_index,
+                                next_token=next_token, next_sibling=next_sibling, predict=predict,
+                                accept_index=accept_index, accept_num=accept_num,
+                                draft_probs=draft_probs)
         accept_lens = accept_num.long() + 1
         if self.spec.topk > 1 and not faults.on("tree_accept_not_compacted"):
             predict, hidden = self._finalize_accepted_tree_path(
-                req_pool_indices, seq_lens, accept_index, accept_lens, predict, hidden)
+                req_pool_indices, seq_lens=seq_lens, accept_index=accept_index,
+                accept_lens=accept_lens, predict=predict, hidden=hidden)
         # Accepted tokens have stride num_steps + 1 (not ndt, which may be smaller or larger).
         width = min(ndt, steps + 1)
         accepted = torch.zeros(bs, steps + 1, dtype=torch.int64, device=seq_lens.device)
@@ -112,7 +116,7 @@ class Verifier:
         return VerifyResult(accept_lens, accepted.reshape(-1), accept_index, predict.long(), hidden,
                             pending)
 
-    def _sample_accept(self, bsamp, logits, cand, retrieve_index, next_token, next_sibling,
+    def _sample_accept(self, bsamp, *, logits, cand, retrieve_index, next_token, next_sibling,
                        predict, accept_index, accept_num, draft_probs) -> None:
         """Sampled rows: speculative sampling replaces what the greedy walk wrote; greedy rows
         are untouched. Drafts sampled from q (probabilistic chains): accept with probability
@@ -154,13 +158,14 @@ class Verifier:
         accept_index[rows] = sub_index
         accept_num[rows] = sub_num
 
-    def _finalize_accepted_tree_path(self, req_pool_indices, seq_lens, accept_index,
+    def _finalize_accepted_tree_path(self, req_pool_indices, *, seq_lens, accept_index,
                                      accept_lens, predict, hidden):
         """topk > 1: the accepted path's KV, predict and hidden states move to the front of each
         request's block, where the chain-layout code downstream expects them."""
         bs, ndt = seq_lens.shape[0], self.spec.ndt
-        tgt, src = accepted_kv_moves(self.paging.req_to_token, req_pool_indices, seq_lens,
-                                     accept_index, accept_lens, ndt)
+        tgt, src = accepted_kv_moves(self.paging.req_to_token, req_pool_indices=req_pool_indices,
+                                     seq_lens=seq_lens,
+                                     accept_index=accept_index, accept_lens=accept_lens, ndt=ndt)
         self.k.move_kv_cache(self.target.backend.pool.buffers, tgt, src)
         predict = compact_accepted_to_front(predict, accept_index, bs, ndt)
         hidden = compact_accepted_to_front(hidden, accept_index, bs, ndt)

@@ -29,6 +29,7 @@ import fcntl
 import json
 import math
 import os
+import sys
 import time
 
 ENV = "SPECDEC_TP_GPU_LOCKS"
@@ -37,6 +38,16 @@ DEADLINE_ENV = "SPECDEC_TP_GPU_LOCK_DEADLINE"  # epoch seconds: when the asker s
 QUEUE = "queue"
 POLL_S = 0.1
 STALE_S = 10.0  # a waiter's file older than this: the waiter is gone (stopped, a zombie)
+
+
+WAIT_NOTE_S = 20.0  # a wait longer than this says what it waits for, then again as long
+# Where those lines go (the pytest gate points it at the terminal: harness/gate/red_gate.py),
+# and a check a long wait calls each poll (it may raise to end the wait); set by the caller.
+check_stop = None
+
+
+def say_waiting(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def deadline(environ=None) -> float:
@@ -94,14 +105,22 @@ class GPULocks:
         key = (deadline() if self.deadline is None else self.deadline, time.time(), os.getpid())
         mine = os.path.join(queue, _entry_name(key, self.gpus))
         open(mine, "w").close()
-        end = time.monotonic() + timeout
+        start = time.monotonic()
+        end, note = start + timeout, start + WAIT_NOTE_S
         try:
             while True:
                 ahead = None if self.files else self._ahead(queue, key)
                 if ahead is None and self._take_free():
                     break
-                if time.monotonic() > end:
+                now = time.monotonic()
+                if now > end:
                     raise TimeoutError(self._why_waiting(ahead, timeout)) from None
+                if now > note:  # a long wait says what it waits for
+                    note += WAIT_NOTE_S
+                    say_waiting(f"pid {os.getpid()} still waiting after {now - start:.0f} s: "
+                                + self._why_waiting(ahead, now - start))
+                if check_stop is not None:
+                    check_stop()  # the caller's way out (a red gate ends the test)
                 time.sleep(POLL_S)
                 _refresh(mine)
             self.since = time.time()

@@ -75,7 +75,7 @@ class TPGroup:
     _current: "TPGroup | None" = None
     _pending: "tuple | None" = None  # workers prestart() spawned for the next leader()
 
-    def __init__(self, rank: int, world: int, device_type: str, control, workers=None,
+    def __init__(self, rank: int, *, world: int, device_type: str, control, workers=None,
                  errors=None, cuda_index: int | None = None) -> None:
         self.rank, self.world, self.device_type = rank, world, device_type
         self.cuda_index = cuda_index  # this rank's GPU (CUDA), else None
@@ -141,8 +141,9 @@ class TPGroup:
         local = int(os.environ.get("LOCAL_RANK", rank)) if device_type == "cuda" else None
         if local is not None:
             torch.cuda.set_device(local)
-        return cls(rank, world, device_type,
-                   pg.init_groups(rank, world, device_type, None, local), cuda_index=local)
+        return cls(rank, world=world, device_type=device_type,
+                   control=pg.init_groups(rank, world=world, device_type=device_type, port=None,
+                                          cuda_index=local), cuda_index=local)
 
     @classmethod
     def prestart(cls, world: int, device_type: str) -> None:
@@ -181,8 +182,8 @@ class TPGroup:
         # h100-2026-11-26-b011bb9-partial.txt), the likely cause that teardown delaying the
         # close of the dying worker's sockets.
         workers = Workers(mp.get_context("spawn"), world, _worker_main,
-                          (world, device_type, store.port, os.getpid(),
-                           torch.get_num_threads(), base),
+                          dict(world=world, device_type=device_type, port=store.port,
+                               parent=os.getpid(), threads=torch.get_num_threads(), base=base),
                           env=None if device_type == "cuda" else {"CUDA_VISIBLE_DEVICES": ""})
         return world, device_type, base, store, workers
 
@@ -196,9 +197,11 @@ class TPGroup:
             pending = None
         _, _, base, store, workers = pending or cls._start_workers(world, device_type)
         control = workers.while_starting(
-            lambda: pg.init_groups(0, world, device_type, store.port, base, store),
+            lambda: pg.init_groups(0, world=world, device_type=device_type, port=store.port,
+                                   cuda_index=base, store=store),
             pg.TIMEOUT_S)
-        group = cls(0, world, device_type, control, workers, cuda_index=base)
+        group = cls(0, world=world, device_type=device_type, control=control, workers=workers,
+                    cuda_index=base)
         # Taken at the first command that runs on the GPUs (use()): starting the workers
         # (seconds of Python and imports), their communicators (one probe all-reduce) and
         # building an engine are no engine's use of the GPUs, and nobody else's engine waits
@@ -305,15 +308,17 @@ class TPGroup:
 
 
 # -- a spawned worker -----------------------------------------------------------------------
-def _worker_main(rank: int, world: int, device_type: str, port: int, parent: int,
+def _worker_main(rank: int, *, world: int, device_type: str, port: int, parent: int,
                  threads: int, base: int | None, errors, heartbeat) -> None:
     torch.set_num_threads(threads)  # as rank 0 (one thread under pytest on CPU)
     start_daemons(parent, heartbeat)
     index = None if base is None else (base + rank) % torch.cuda.device_count()
     if index is not None:
         torch.cuda.set_device(index)
-    control = pg.init_groups(rank, world, device_type, port, index)
-    group = TPGroup(rank, world, device_type, control, errors=errors, cuda_index=index)
+    control = pg.init_groups(rank, world=world, device_type=device_type, port=port,
+                             cuda_index=index)
+    group = TPGroup(rank, world=world, device_type=device_type, control=control, errors=errors,
+                    cuda_index=index)
     serve(group)
     group.end_graphs(healthy=True)
     pg.end_groups(healthy=True)

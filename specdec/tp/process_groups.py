@@ -35,7 +35,7 @@ def serve_store(world: int):
                          timeout=datetime.timedelta(seconds=TIMEOUT_S))
 
 
-def init_groups(rank: int, world: int, device_type: str, port: int | None,
+def init_groups(rank: int, *, world: int, device_type: str, port: int | None,
                 cuda_index: int | None = None, store=None):
     """Join the data group (through rank 0's store: `store`, else one rank 0 serves at
     127.0.0.1:port; env:// under torchrun) and make the gloo control group; returns the

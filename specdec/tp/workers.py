@@ -98,9 +98,10 @@ def _proc_state(pid: int) -> str:
 class Workers:
     """Ranks 1..world-1, spawned with `target(rank, *args, heartbeat)`."""
 
-    def __init__(self, ctx, world: int, target, args, env: dict | None = None) -> None:
-        """env: variables the workers start with instead of this process's (set around each
-        start only: a spawned child takes the environment as it is when it starts)."""
+    def __init__(self, ctx, world: int, target, kwargs: dict, env: dict | None = None) -> None:
+        """Worker r runs target(r, **kwargs, errors=, heartbeat=). env: variables the workers
+        start with instead of this process's (set around each start only: a spawned child
+        takes the environment as it is when it starts)."""
         self.errors = ctx.Queue()
         self.said: dict[int, str] = {}  # rank -> the traceback it put on the queue
         self.procs, self.taps, self.beats = {}, {}, {}
@@ -111,7 +112,8 @@ class Workers:
         resource_tracker.ensure_running()  # started now: it must not inherit a tap
         for rank in range(1, world):
             beat = ctx.Value("d", 0.0, lock=False)
-            p = ctx.Process(target=target, args=(rank, *args, self.errors, beat), daemon=True,
+            p = ctx.Process(target=target, args=(rank,),
+                            kwargs={**kwargs, "errors": self.errors, "heartbeat": beat}, daemon=True,
                             name=f"specdec-tp{rank}")
             tap = _StderrTap()
             try:

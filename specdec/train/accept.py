@@ -31,14 +31,15 @@ def read_heldout(path: str) -> dict:
     return data
 
 
-def accept_lengths(target: str, draft: str, prompts: list[list[int]],
+def accept_lengths(target: str, *, draft: str, prompts: list[list[int]],
                    configs: list[tuple[int, int, int]], new_tokens: int, device: str,
                    dtype: str, batch: int = 32) -> list[dict]:
     """One row per (topk, steps, ndt): mean accept length over every request-round."""
     rows = []
     max_context = max(map(len, prompts)) + new_tokens + 80
     for topk, steps, ndt in configs:
-        eng = Engine(model=target, draft=draft, spec=SpecConfig(topk, steps, ndt),
+        eng = Engine(model=target, draft=draft, spec=SpecConfig(topk=topk, num_steps=steps,
+                                                                num_draft_tokens=ndt),
                      device=device, dtype=dtype, max_batch=batch, max_context=max_context)
         t0 = time.perf_counter()
         for i in range(0, len(prompts), batch):
@@ -59,8 +60,10 @@ def accept_lengths(target: str, draft: str, prompts: list[list[int]],
 def run_accept(args) -> dict:
     data = read_heldout(args.heldout)
     prompts = data["prompts"][:args.prompts]
-    rows = accept_lengths(args.target, args.draft, prompts, parse_configs(args.configs),
-                          args.new_tokens, args.device, args.dtype, args.batch)
+    rows = accept_lengths(args.target, draft=args.draft, prompts=prompts,
+                          configs=parse_configs(args.configs),
+                          new_tokens=args.new_tokens, device=args.device, dtype=args.dtype,
+                          batch=args.batch)
     out = {"device": args.device, "dtype": args.dtype, "prompts": len(prompts),
            "new_tokens": args.new_tokens, "rows": rows}
     if args.out:

@@ -108,7 +108,7 @@ def fixed_windows(stream: torch.Tensor, count: int, length: int) -> torch.Tensor
     return stream[:n * length].view(n, length)
 
 
-def heldout_prompts(codec, texts: list[str], count: int, min_len: int, max_len: int,
+def heldout_prompts(codec, *, texts: list[str], count: int, min_len: int, max_len: int,
                     seed: int, passes: int = 8) -> list[list[int]]:
     """`count` prompts of min_len .. max_len tokens from the held-out files: the files in a
     seeded order, each prompt starting at a seeded line start of its file; a small held-out

@@ -45,7 +45,7 @@ def causal_attention(attn: Attention, h: torch.Tensor, cos, sin) -> torch.Tensor
     return out.transpose(1, 2).reshape(h.shape[0], h.shape[1], -1)
 
 
-def layer_forward(layer: DecoderLayer, x, residual, cos, sin, attend: AttendFn):
+def layer_forward(layer: DecoderLayer, *, x, residual, cos, sin, attend: AttendFn):
     """DecoderLayer.forward, dense: returns (MLP output, the residual stream before it)."""
     if layer.input_layernorm is None:  # the EAGLE head's layer: its input is the fc output
         residual = x if residual is None else x + residual
@@ -55,7 +55,7 @@ def layer_forward(layer: DecoderLayer, x, residual, cos, sin, attend: AttendFn):
     else:
         h, residual = rms_norm_ref(x, layer.input_layernorm.weight, layer.input_layernorm.eps,
                                    residual)
-    h = layer.self_attn.o_proj(attend(layer.self_attn, h, cos, sin))
+    h = layer.self_attn.o_proj(attend(layer.self_attn, h=h, cos=cos, sin=sin))
     post = layer.post_attention_layernorm
     h, residual = rms_norm_ref(h, post.weight, post.eps, residual)
     mlp = layer.mlp
@@ -68,7 +68,8 @@ def target_hidden(model: LlamaModel, ids: torch.Tensor) -> torch.Tensor:
     cos, sin = rope_rows(model, ids.shape[1], ids.device)
     x, residual = model.embed_tokens(ids), None
     for layer in model.layers:
-        x, residual = layer_forward(layer, x, residual, cos, sin, causal_attention)
+        x, residual = layer_forward(layer, x=x, residual=residual, cos=cos, sin=sin,
+                                    attend=causal_attention)
     h, _ = rms_norm_ref(x, model.norm.weight, model.norm.eps, residual)
     return h
 
@@ -110,7 +111,7 @@ def head_unroll(head: EagleHead, ids: torch.Tensor, hidden: torch.Tensor,
     for s in range(steps):
         mask = unroll_mask(n, s, ids.device)
 
-        def attend(attn, h, cos, sin, s=s, mask=mask):
+        def attend(attn, *, h, cos, sin, s=s, mask=mask):
             q, k, v = project_qkv(attn, h, cos, sin)
             keys.append(k)
             values.append(v)
@@ -122,7 +123,8 @@ def head_unroll(head: EagleHead, ids: torch.Tensor, hidden: torch.Tensor,
             return out.transpose(1, 2).reshape(h.shape[0], h.shape[1], -1)
 
         x = head.fc(torch.cat([emb, feats.to(emb.dtype)], dim=-1))
-        out, residual = layer_forward(head.layers[0], x, None, cos, sin, attend)
+        out, residual = layer_forward(head.layers[0], x=x, residual=None, cos=cos, sin=sin,
+                                      attend=attend)
         f = out + residual
         outs.append(f)
         feats = torch.cat([torch.zeros_like(f[:, :1]), f[:, :-1]], dim=1)

@@ -94,8 +94,8 @@ def train_eagle(args) -> dict:
     head.to(torch.bfloat16)
     save_eagle_head(head.eval(), args.out)
     keys = ["loss"] + [f"acc{s}" for s in range(args.unroll)]
-    write_outputs(args.out, "eagle", log, summary,
-                  f"EAGLE head {n_params / 1e6:.2f}M params, unroll {args.unroll}", keys)
+    write_outputs(args.out, stem="eagle", log=log, summary=summary,
+                  title=f"EAGLE head {n_params / 1e6:.2f}M params, unroll {args.unroll}", keys=keys)
     summary.update(corpus_sha256=corpus.sha256, python=corpus.python, params=n_params)
     return summary
 

@@ -139,7 +139,7 @@ def _adamw(params: list[torch.nn.Parameter], opt: LoopOptions) -> torch.optim.Ad
                              lr=opt.lr, betas=(0.9, 0.95), eps=1e-8, fused=cuda)
 
 
-def _train_step(optim, params, step_fn: StepFn, step: int, lr: float, clip: float):
+def _train_step(optim, *, params, step_fn: StepFn, step: int, lr: float, clip: float):
     """One optimizer step at learning rate lr; step_fn's (loss, metrics, tokens)."""
     for group in optim.param_groups:
         group["lr"] = lr
@@ -174,7 +174,7 @@ class _StepBudget:
         return total
 
 
-def _summary(name: str, log: LossLog, total: int, tokens: int, wall: float,
+def _summary(name: str, *, log: LossLog, total: int, tokens: int, wall: float,
              loss: torch.Tensor) -> dict:
     """The summary figures, also printed as one line."""
     final_train = log.train[-1][1]["loss"] if log.train else loss.item()
@@ -203,7 +203,8 @@ def run_loop(name: str, params: list[torch.nn.Parameter], step_fn: StepFn,
     step, running = 0, {}
     while total is None or step < total:
         lr = lr_at(step, total, opt)
-        loss, metrics, n = _train_step(optim, params, step_fn, step, lr, opt.clip)
+        loss, metrics, n = _train_step(optim, params=params, step_fn=step_fn, step=step, lr=lr,
+                                       clip=opt.clip)
         tokens += n
         for k, v in {"loss": loss.detach(), **metrics}.items():
             running[k] = running.get(k, 0.0) + v.detach().float()
@@ -225,10 +226,10 @@ def run_loop(name: str, params: list[torch.nn.Parameter], step_fn: StepFn,
     sync(opt.device)
     wall = time.perf_counter() - t0
     bar.close()
-    return log, _summary(name, log, total, tokens, wall, loss)
+    return log, _summary(name, log=log, total=total, tokens=tokens, wall=wall, loss=loss)
 
 
-def write_outputs(out_dir: str, stem: str, log: LossLog, summary: dict, title: str,
+def write_outputs(out_dir: str, *, stem: str, log: LossLog, summary: dict, title: str,
                   keys: list[str]) -> None:
     """<stem>_log.json (curves + summary) and <stem>_loss.png next to the checkpoint."""
     os.makedirs(out_dir, exist_ok=True)

@@ -19,7 +19,7 @@ from specdec.train.save import save_llama
 from specdec.train.tokenizer import tokenized_corpus
 
 
-def target_config(vocab: int, hidden: int, layers: int, heads: int, kv_heads: int,
+def target_config(vocab: int, *, hidden: int, layers: int, heads: int, kv_heads: int,
                   intermediate: int, max_position: int) -> ModelConfig:
     if hidden % heads:
         raise ValueError(f"--hidden {hidden} is not a multiple of --heads {heads}")
@@ -78,8 +78,10 @@ def train_target(args) -> dict:
     print(f"# corpus: python {corpus.python}, {len(corpus.names)} files, {corpus.num_bytes} "
           f"bytes, sha256 {corpus.sha256[:16]}; train {train.numel()} tokens, held-out "
           f"{held.numel()} tokens", flush=True)
-    cfg = target_config(tok.get_vocab_size(), args.hidden, args.layers, args.heads,
-                        args.kv_heads, args.intermediate, args.max_position)
+    cfg = target_config(tok.get_vocab_size(), hidden=args.hidden, layers=args.layers,
+                        heads=args.heads,
+                        kv_heads=args.kv_heads, intermediate=args.intermediate,
+                        max_position=args.max_position)
     model = LlamaModel(cfg)
     init_train_weights(model, args.seed)
     model.to(args.device).train()
@@ -110,8 +112,9 @@ def train_target(args) -> dict:
 
     log, summary = run_loop("train target", list(model.parameters()), step_fn, eval_fn, opt)
     save_llama(model.eval(), args.out, torch.bfloat16, eos_id=0)
-    write_outputs(args.out, "target", log, summary,
-                  f"target {n_params / 1e6:.1f}M params, python {corpus.python} stdlib", ["loss"])
+    write_outputs(args.out, stem="target", log=log, summary=summary,
+                  title=f"target {n_params / 1e6:.1f}M params, python {corpus.python} stdlib",
+                  keys=["loss"])
     summary.update(corpus_sha256=corpus.sha256, python=corpus.python,
                    params=n_params, train_tokens=train.numel(), heldout_tokens=held.numel())
     return summary

@@ -57,8 +57,9 @@ def run_tokenizer(args) -> dict:
     tok = train_tokenizer(corpus.split(False), args.vocab)
     sha = save_tokenizer(tok, args.out)
     held_texts = corpus.split(True)
-    prompts = heldout_prompts(tok, held_texts, args.prompts, args.min_len, args.max_len,
-                              args.seed)
+    prompts = heldout_prompts(tok, texts=held_texts, count=args.prompts, min_len=args.min_len,
+                              max_len=args.max_len,
+                              seed=args.seed)
     heldout = {"python": corpus.python, "corpus_sha256": corpus.sha256,
                "corpus_files": len(corpus.names), "corpus_bytes": corpus.num_bytes,
                "heldout_rule": f"files whose sorted index % {HELDOUT_EVERY} == 0",

@@ -119,8 +119,9 @@ def install(adapter_cls, version: str, device: str = "cpu", log=print) -> Path:
     reqs, added = _requirements(target, dist), []
     for _ in range(MAX_ROUNDS):
         try:
-            RemoteKernels(adapter_cls.name, adapter_cls.TARGET, str(target), device,
-                          adapter_cls.ENV, version).close()
+            RemoteKernels(adapter_cls.name, target=adapter_cls.TARGET, site_dir=str(target),
+                          device=device,
+                          env=adapter_cls.ENV, release=version).close()
             break
         except ForeignImportError as exc:
             module = (exc.module or "").split(".")[0]

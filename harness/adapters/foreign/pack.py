@@ -60,7 +60,7 @@ def _loaded_from(folder: Path, modules: set[str]) -> set[str]:
     return out
 
 
-def _for_python(folder: Path, dist: str, version: str, python: str, log,
+def _for_python(folder: Path, *, dist: str, version: str, python: str, log,
                 extra: list[str] = ()) -> Path:
     """The release, the side packages `folder` resolved and `extra` (what this environment
     served the worker), installed for another Python."""
@@ -116,21 +116,22 @@ def _sources(package: Path, folder: Path) -> set[str]:
             and ".so" not in p.suffixes and p.suffix}
 
 
-def pack(adapter_cls, version: str, out: str, *, exercise, log=print,
+def pack(adapter_cls, *, version: str, out: str, exercise, log=print,
          python: str | None = None, all_sources: bool = False) -> Path:
     """`exercise(kernels)` runs the laws over the release's worker once, so that every
     module a component loads lazily is imported (harness/runners/kernel_suite.py)."""
     from harness.adapters.foreign.remote import RemoteKernels
     folder = inst.install(adapter_cls, version, "cpu", log)
-    kernels = RemoteKernels(adapter_cls.name, adapter_cls.TARGET, str(folder), "cpu",
-                            adapter_cls.ENV, version)
+    kernels = RemoteKernels(adapter_cls.name, target=adapter_cls.TARGET, site_dir=str(folder),
+                            device="cpu",
+                            env=adapter_cls.ENV, release=version)
     exercise(kernels)
     loaded = kernels.call("loaded_files", str(folder))
     kernels.close()
     files = set(loaded["inside"])
     if python:
-        folder = _for_python(folder, adapter_cls.DIST, version, python, log,
-                             _outside_dists(loaded["outside"]))
+        folder = _for_python(folder, dist=adapter_cls.DIST, version=version, python=python, log=log,
+                             extra=_outside_dists(loaded["outside"]))
         files = _same_files(files, folder)
         files |= _loaded_from(folder, set(loaded["outside"]) - DEVICE_HAS)
     files |= {str(p.relative_to(folder)) for info in folder.glob("*.dist-info")

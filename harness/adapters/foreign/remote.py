@@ -45,7 +45,7 @@ def worker_env(site_dir: str, device: str, extra: dict) -> dict:
 class RemoteKernels:
     in_process = False
 
-    def __init__(self, name: str, target: str, site_dir: str, device: str, env: dict,
+    def __init__(self, name: str, *, target: str, site_dir: str, device: str, env: dict,
                  release: str) -> None:
         self.name, self.device, self.release = name, device, release
         self.engine = f"{name}@{release}"  # what --engine and a replayed case name

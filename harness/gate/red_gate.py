@@ -1,0 +1,101 @@
+"""A red gate ends promptly, and a test that waits says what it waits for.
+
+Under `pytest -n auto -x` (any --maxfail) xdist's controller tells its workers to shut down
+once the failures reach the limit, but a worker reads that order only after every test
+already queued on it: the multi-GPU tests go out in bins of up to ~100 s (one xdist unit
+each, xdist_gpu.py), so a red gate went on for over 100 s after its first failure, on one GPU
+and on two. Now the controller also writes a stop file the moment the limit is reached
+(STOP_ENV, made at configure and inherited by the workers); each worker then stops after the
+test it is running (session.shouldstop, which xdist's worker loop reads after every test),
+and the long waits inside a test (a law's Hypothesis examples, a zoo subprocess, a GPU lock)
+read it too and end that test as skipped: "the gate stopped: <the failure>".
+
+`say` writes to the process's real stderr (duplicated at configure, before pytest captures a
+test's output): a wait that passes WAIT_NOTE_S says there, at once, what it is waiting for."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+STOP_ENV = "SPECDEC_GATE_STOP"
+WAIT_NOTE_S = 20.0   # a wait longer than this says what it waits for, then every WAIT_NOTE_S
+_stderr = None
+
+
+def reason() -> str | None:
+    """Why the gate stopped, once it has; None while it runs (or outside a gate)."""
+    path = os.environ.get(STOP_ENV)
+    if not path or not os.path.exists(path):
+        return None
+    try:
+        with open(path) as f:
+            return f.read().strip() or "another test failed"
+    except OSError:
+        return "another test failed"
+
+
+def check() -> None:
+    """Between a test's examples or inside a wait: end the test as skipped once the gate has
+    stopped (a skip is a BaseException: Hypothesis does not shrink it, it ends the test)."""
+    why = reason()
+    if why:
+        import pytest
+        pytest.skip(f"the gate stopped: {why}")
+
+
+def say(line: str) -> None:
+    """One line on the real stderr (the terminal under xdist), not the test's captured one."""
+    out = _stderr or sys.__stderr__
+    try:
+        out.write(f"[{os.environ.get('PYTEST_XDIST_WORKER', 'pytest')}] {line}\n")
+        out.flush()
+    except (OSError, ValueError):
+        pass
+
+
+class WaitNotes:
+    """Inside a polling wait: `tick()` says what the wait is for once it has lasted
+    WAIT_NOTE_S, and again every WAIT_NOTE_S."""
+
+    def __init__(self, what: str) -> None:
+        self.what, self.start, self.next = what, time.monotonic(), WAIT_NOTE_S
+
+    def tick(self) -> None:
+        waited = time.monotonic() - self.start
+        if waited >= self.next:
+            say(f"still waiting after {waited:.0f} s for {self.what}")
+            self.next += WAIT_NOTE_S
+
+
+def configure(config, worker: bool) -> None:
+    """Both sides: the real stderr for `say`. The controller of an xdist run with --maxfail:
+    the stop file's path for the workers it starts next."""
+    global _stderr
+    try:
+        _stderr = os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1)
+    except (OSError, ValueError, AttributeError):
+        _stderr = None
+    if worker or not config.getoption("maxfail", 0):
+        return
+    if getattr(config.option, "dist", "no") == "no":
+        return  # pytest alone stops after the failure itself
+    import shutil
+    import tempfile
+    folder = tempfile.mkdtemp(prefix="specdec-gate-stop-")
+    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+    os.environ[STOP_ENV] = os.path.join(folder, "stop")
+    config._specdec_failures = 0
+
+
+def on_report(config, report) -> None:
+    """The controller, per test report: at --maxfail failures, the stop file."""
+    if not report.failed or not hasattr(config, "_specdec_failures"):
+        return
+    config._specdec_failures += 1
+    if config._specdec_failures >= config.getoption("maxfail"):
+        path = os.environ[STOP_ENV]
+        if not os.path.exists(path):
+            with open(path + ".tmp", "w") as f:
+                f.write(f"{report.nodeid} failed ({report.when})")
+            os.replace(path + ".tmp", path)
