@@ -61,9 +61,9 @@ def _chain_sampling_kernel(predicts, accept_index, accept_num, candidates, unifo
     tl.store(predicts + row + cols, toks.to(tl.int32), mask=cols < n)
 
     # After a rejection at node n: max(0, p_n - q_n); all accepted: the target row alone.
-    p_len = tl.where(n < ndt - 1, vocab, 0)
+    q_len = tl.where(n < ndt - 1, vocab, 0)
     coin_f = tl.load(uniform_final + bx)
-    sampled = _final_draw(target_probs, draft_probs, (row + n) * vocab, p_len, coin_f, vocab,
+    sampled = _final_draw(target_probs, draft_probs, (row + n) * vocab, q_len, coin_f, vocab,
                           BLOCK, OOV_FAULT, LE_FAULT)
     tl.store(predicts + row + n, sampled.to(tl.int32))
 
@@ -120,6 +120,6 @@ def chain_speculative_sampling_ref(predicts, accept_index, accept_token_num, can
                                        dtype=accept_index.dtype)
         for i in range(n):
             predicts[b * ndt + i] = tokens[b][i + 1]
-        q = tp[b, n]
-        p = dp[b, n] if n < ndt - 1 else torch.zeros_like(q)
-        predicts[b * ndt + n] = _final_draw_ref(q, p, uniform_samples_for_final_sampling[b].float())
+        p = tp[b, n]
+        q = dp[b, n] if n < ndt - 1 else torch.zeros_like(p)
+        predicts[b * ndt + n] = _final_draw_ref(p, q, uniform_samples_for_final_sampling[b].float())

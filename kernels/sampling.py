@@ -5,11 +5,11 @@ GPU and reference agree bit for bit). Rows of target_probs/draft_probs are node 
 row (b, node). A candidate is accepted iff `coin < prob_acc / threshold_acc` (strict: coins
 lie in [0, 1), so a candidate of target probability 0 is never taken, contract section
 12) or `p >= threshold_single` with p > 0. A rejected sibling's draft prob is overwritten
-with its target prob, so the final residual relu(q - p) excludes tokens already tried.
+with its target prob, so the final residual relu(p - q) excludes tokens already tried.
 The fault `coin_le_cdf_accepts_zero_prob` (SGLang #35798) compares `<=` here and `>=` in
 the final scan below, so coin 0 takes a leading token of probability 0.
 
-Final sampling, the one place we deviate in arithmetic: the residual r = relu(q - p),
+Final sampling, the one place we deviate in arithmetic: the residual r = relu(p - q),
 clamped to [0, 1] (NaN -> 0), is quantised to fixed point, R_i = trunc(r_i * 2^40) (int64),
 and u = trunc(coin * float64(sum R)). The token is the first i with cumsum(R)_i > u. Integer
 sums are exact in any order, so the Triton block reductions/scans and the reference give
@@ -20,6 +20,8 @@ residual) no index qualifies: we take the last index with R > 0, else the last i
 target row supports (an empty residual after fp32 rounding rejected the whole support),
 else 0, so the token is always < vocab and never of probability 0 (the out-of-vocab bug of vLLM GHSA-8wr5-jm2h-8r4f; the fault
 `recovered_token_out_of_vocab` skips this clamp and returns the scan's `vocab`).
+
+Names, here and in kernels/chain_sampling.py: p is the target's probability, q the draft's.
 
 Sibling scans are bounded by ndt steps (a malformed cyclic list cannot hang the GPU).
 `deterministic` is accepted for signature compatibility: this kernel is always deterministic.
@@ -37,36 +39,36 @@ BLOCK_V = 1024
 
 
 @triton.jit
-def _residual_fixed(target_probs, draft_probs, base, idx, vocab, p_len):
-    """relu(target - draft) of one row in 2^-40 fixed point; draft entries at or past p_len
-    read as 0 (p_len = vocab, or 0 to sample from the target row alone). Both masks are
+def _residual_fixed(target_probs, draft_probs, base, idx, vocab, q_len):
+    """relu(p - q) (target - draft) of one row in 2^-40 fixed point; draft entries at or past
+    q_len read as 0 (q_len = vocab, or 0 to sample from the target row alone). Both masks are
     block comparisons: a scalar boolean folded into a block mask (`inb & use_p`) is int data
     under the Triton 3.9 interpreter, whose loads reject it ('mask has unsupported dtype')."""
-    q = tl.load(target_probs + base + idx, mask=idx < vocab, other=0.0)
-    p = tl.load(draft_probs + base + idx, mask=idx < p_len, other=0.0)
-    r = q - p
+    p = tl.load(target_probs + base + idx, mask=idx < vocab, other=0.0)
+    q = tl.load(draft_probs + base + idx, mask=idx < q_len, other=0.0)
+    r = p - q
     r = tl.where(r > 0, r, 0.0)  # relu; NaN -> 0
     r = tl.where(r < 1.0, r, 1.0)
     return (r * 1099511627776.0).to(tl.int64)  # * 2^40, exact; truncation toward zero
 
 
 @triton.jit
-def _final_draw(target_probs, draft_probs, base, p_len, coin_f, vocab, BLOCK: tl.constexpr,
+def _final_draw(target_probs, draft_probs, base, q_len, coin_f, vocab, BLOCK: tl.constexpr,
                 OOV_FAULT: tl.constexpr, LE_FAULT: tl.constexpr):
     """The fixed-point two-pass draw (module docstring) from relu(target - draft) of the row
-    at `base` (draft entries at or past p_len read as 0): the first index whose cumsum
+    at `base` (draft entries at or past q_len read as 0): the first index whose cumsum
     exceeds u = trunc(coin_f * total), clamped into the vocabulary. Returns it as int64."""
     total = tl.zeros([], dtype=tl.int64)
     last_nz = tl.full([], -1, dtype=tl.int64)
-    last_q = tl.full([], -1, dtype=tl.int64)
+    last_p = tl.full([], -1, dtype=tl.int64)
     start = tl.zeros([], dtype=tl.int64)
     while start < vocab:  # pass 1: total mass, the last index with mass, with target mass
         idx = start + tl.arange(0, BLOCK).to(tl.int64)
-        rf = _residual_fixed(target_probs, draft_probs, base, idx, vocab, p_len)
+        rf = _residual_fixed(target_probs, draft_probs, base, idx, vocab, q_len)
         total += tl.sum(rf, axis=0)
         last_nz = tl.maximum(last_nz, tl.max(tl.where(rf > 0, idx, -1), axis=0))
-        q = tl.load(target_probs + base + idx, mask=idx < vocab, other=0.0)
-        last_q = tl.maximum(last_q, tl.max(tl.where(q > 0, idx, -1), axis=0))
+        p = tl.load(target_probs + base + idx, mask=idx < vocab, other=0.0)
+        last_p = tl.maximum(last_p, tl.max(tl.where(p > 0, idx, -1), axis=0))
         start += BLOCK
     u = (coin_f.to(tl.float64) * total.to(tl.float64)).to(tl.int64)
     sampled = tl.zeros([], dtype=tl.int64) + vocab
@@ -74,7 +76,7 @@ def _final_draw(target_probs, draft_probs, base, p_len, coin_f, vocab, BLOCK: tl
     start = tl.zeros([], dtype=tl.int64)
     while (start < vocab) & (sampled == vocab):  # pass 2: first index with cumsum > u
         idx = start + tl.arange(0, BLOCK).to(tl.int64)
-        rf = _residual_fixed(target_probs, draft_probs, base, idx, vocab, p_len)
+        rf = _residual_fixed(target_probs, draft_probs, base, idx, vocab, q_len)
         cum = running + tl.cumsum(rf, axis=0)
         hit = (cum >= u) if LE_FAULT else (cum > u)  # coin_le_cdf_accepts_zero_prob
         sampled = tl.minimum(sampled, tl.min(tl.where((idx < vocab) & hit, idx, vocab), axis=0))
@@ -83,7 +85,7 @@ def _final_draw(target_probs, draft_probs, base, p_len, coin_f, vocab, BLOCK: tl
     if not OOV_FAULT:  # the fault: no clamp, an all-zero / NaN residual yields `vocab`
         # An empty residual (every supported sibling rejected: fp32 rounding at a coin just
         # below 1) falls back to a token the target supports, never to one of probability 0.
-        fallback = tl.where(last_nz >= 0, last_nz, tl.where(last_q >= 0, last_q, 0))
+        fallback = tl.where(last_nz >= 0, last_nz, tl.where(last_p >= 0, last_p, 0))
         sampled = tl.where(sampled < vocab, sampled, fallback)
     return sampled
 
@@ -140,9 +142,9 @@ def _tree_sampling_kernel(predicts, accept_index, accept_num, candidates, r_inde
     tl.debug_barrier()
 
     # Full depth accepted: sample from the target row alone (no draft entry is read).
-    p_len = tl.where(n != num_spec - 1, vocab, 0)
+    q_len = tl.where(n != num_spec - 1, vocab, 0)
     coin_f = tl.load(uniform_final + bx)
-    sampled = _final_draw(target_probs, draft_probs, (row + cur_node) * vocab, p_len, coin_f,
+    sampled = _final_draw(target_probs, draft_probs, (row + cur_node) * vocab, q_len, coin_f,
                           vocab, BLOCK, OOV_FAULT, LE_FAULT)
     tl.store(predicts + last, sampled.to(tl.int32))
 
@@ -178,17 +180,17 @@ def _le_fault() -> bool:
     return faults.on("coin_le_cdf_accepts_zero_prob")
 
 
-def _fixed_residual_ref(q, p):
-    r = q - p
+def _fixed_residual_ref(p, q):
+    r = p - q
     r = torch.where(r > 0, r, torch.zeros_like(r))
     r = torch.where(r < 1.0, r, torch.ones_like(r))
     return (r * FIXED_SCALE).to(torch.int64)
 
 
-def _final_draw_ref(q, p, coin) -> int:
-    """`_final_draw` in torch: q the target row, p the draft row (zeros: the target alone),
+def _final_draw_ref(p, q, coin) -> int:
+    """`_final_draw` in torch: p the target row, q the draft row (zeros: the target alone),
     coin the final coin (a 0-d tensor or float)."""
-    rf = _fixed_residual_ref(q, p)
+    rf = _fixed_residual_ref(p, q)
     total = int(rf.sum())
     u = int(float(coin) * float(total))
     cum = torch.cumsum(rf, 0)
@@ -201,8 +203,8 @@ def _final_draw_ref(q, p, coin) -> int:
     nz = torch.nonzero(rf > 0)
     if nz.numel():
         return int(nz[-1, 0])
-    nq = torch.nonzero(q.float() > 0)
-    return int(nq[-1, 0]) if nq.numel() else 0
+    np_ = torch.nonzero(p.float() > 0)
+    return int(np_[-1, 0]) if np_.numel() else 0
 
 
 def tree_speculative_sampling_target_only_ref(predicts, accept_index, accept_token_num,
@@ -249,6 +251,6 @@ def tree_speculative_sampling_target_only_ref(predicts, accept_index, accept_tok
             if cur == -1:
                 break
         accept_token_num[bx] = n
-        q = tp[bx, cur_node]
-        p = draft_probs[bx, cur_node].float() if n != num_spec - 1 else torch.zeros_like(q)
-        predicts[last] = _final_draw_ref(q, p, uniform_samples_for_final_sampling[bx].float())
+        p = tp[bx, cur_node]
+        q = draft_probs[bx, cur_node].float() if n != num_spec - 1 else torch.zeros_like(p)
+        predicts[last] = _final_draw_ref(p, q, uniform_samples_for_final_sampling[bx].float())

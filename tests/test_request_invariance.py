@@ -69,9 +69,10 @@ BASE = dict(topk=1, num_steps=3, ndt=4, page_size=1, draft="perturbed:0.05",
             top_p=1.0, companions=3, position=2, arrival=2, overlap=False, cuda_graph=False,
             pressure=False)
 EXAMPLES = {
-    "offsets": InvarianceConfig(**{**BASE, "overlap": True, "seed": 3}),
+    "offsets": InvarianceConfig(**{**BASE, "overlap": True, "seed": 0}),
     "draft_coins": InvarianceConfig(**{**BASE, "draft_sampling": "probabilistic", "seed": 0}),
-    "retraction": InvarianceConfig(**{**BASE, "pressure": True, "position": 3, "seed": 0}),
+    "retraction": InvarianceConfig(**{**BASE, "pressure": True, "position": 3, "seed": 0,
+                                      "draft": "eagle"}),
 }
 
 

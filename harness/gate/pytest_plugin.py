@@ -41,7 +41,6 @@ from harness.base.failure import OracleFailure
 
 from harness.gate import fork_server, gate_profile, gate_order, red_gate, xdist_gpu
 
-_CONFIG: list = []  # this process's pytest config (pytest_runtest_logreport is given none)
 
 # Hypothesis comes with the `test` extra; an environment with a plain `pip install specdec`
 # still runs its own pytest, just without the profiles.
@@ -86,9 +85,8 @@ def pytest_configure(config) -> None:
             faultpoints.set_active(names.split(","))
         except ValueError as exc:  # an unknown name: a usage error, not a crash
             raise pytest.UsageError(f"--faults: {exc}") from None
-    _CONFIG[:] = [config]
     idx = xdist_gpu.worker_index()
-    red_gate.configure(config, worker=idx is not None)
+    config.pluginmanager.register(red_gate.Plugin(config), "specdec-red-gate")
     from specdec.tp import gpu_lock  # its long waits speak to the terminal, and end when red
     gpu_lock.say_waiting, gpu_lock.check_stop = red_gate.say, red_gate.check
     if idx is not None:
@@ -123,9 +121,6 @@ def pytest_runtest_protocol(item, nextitem):
     finally:
         if on:
             gate_profile.test_ended()
-    why = red_gate.reason()  # a red gate: this worker stops after the test it ran
-    if why:
-        item.session.shouldstop = f"the gate stopped: {why}"
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -144,12 +139,6 @@ def pytest_runtest_makereport(item, call):
         if crash is not None:
             crash.message = line
         rep.sections.insert(0, ("the law that failed", line))
-
-
-def pytest_runtest_logreport(report) -> None:
-    """The controller: at --maxfail failures, every worker is told to stop (red_gate.py)."""
-    if _CONFIG and xdist_gpu.worker_index() is None:
-        red_gate.on_report(_CONFIG[0], report)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own: it reads the xdist_group marks

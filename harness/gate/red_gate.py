@@ -18,6 +18,8 @@ import os
 import sys
 import time
 
+import pytest
+
 STOP_ENV = "SPECDEC_GATE_STOP"
 WAIT_NOTE_S = 20.0   # a wait longer than this says what it waits for, then every WAIT_NOTE_S
 _stderr = None
@@ -40,7 +42,6 @@ def check() -> None:
     stopped (a skip is a BaseException: Hypothesis does not shrink it, it ends the test)."""
     why = reason()
     if why:
-        import pytest
         pytest.skip(f"the gate stopped: {why}")
 
 
@@ -68,34 +69,43 @@ class WaitNotes:
             self.next += WAIT_NOTE_S
 
 
-def configure(config, worker: bool) -> None:
-    """Both sides: the real stderr for `say`. The controller of an xdist run with --maxfail:
-    the stop file's path for the workers it starts next."""
-    global _stderr
-    try:
-        _stderr = os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1)
-    except (OSError, ValueError, AttributeError):
-        _stderr = None
-    if worker or not config.getoption("maxfail", 0):
-        return
-    if getattr(config.option, "dist", "no") == "no":
-        return  # pytest alone stops after the failure itself
-    import shutil
-    import tempfile
-    folder = tempfile.mkdtemp(prefix="specdec-gate-stop-")
-    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
-    os.environ[STOP_ENV] = os.path.join(folder, "stop")
-    config._specdec_failures = 0
+class Plugin:
+    """The red gate's hooks (pytest_plugin.py registers them; a test's conftest may too)."""
 
+    def __init__(self, config) -> None:
+        global _stderr
+        self.config, self.failures = config, 0
+        self.worker = os.environ.get("PYTEST_XDIST_WORKER") is not None
+        try:
+            _stderr = os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1)
+        except (OSError, ValueError, AttributeError):
+            _stderr = None
+        self.stop_file = None
+        if (not self.worker and config.getoption("maxfail", 0)
+                and getattr(config.option, "dist", "no") != "no"):  # alone, pytest stops itself
+            import shutil
+            import tempfile
+            folder = tempfile.mkdtemp(prefix="specdec-gate-stop-")
+            config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
+            self.stop_file = os.environ[STOP_ENV] = os.path.join(folder, "stop")
 
-def on_report(config, report) -> None:
-    """The controller, per test report: at --maxfail failures, the stop file."""
-    if not report.failed or not hasattr(config, "_specdec_failures"):
-        return
-    config._specdec_failures += 1
-    if config._specdec_failures >= config.getoption("maxfail"):
-        path = os.environ[STOP_ENV]
-        if not os.path.exists(path):
-            with open(path + ".tmp", "w") as f:
+    def pytest_runtest_logreport(self, report) -> None:
+        """The controller, per report: at --maxfail failures, the stop file."""
+        if self.stop_file is None or not report.failed:
+            return
+        self.failures += 1
+        if self.failures >= self.config.getoption("maxfail") and not os.path.exists(
+                self.stop_file):
+            with open(self.stop_file + ".tmp", "w") as f:
                 f.write(f"{report.nodeid} failed ({report.when})")
-            os.replace(path + ".tmp", path)
+            os.replace(self.stop_file + ".tmp", self.stop_file)
+            say(f"the gate is red at {time.time():.3f} (unix s): {report.nodeid} failed; "
+                "every worker stops after its current test")
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        """A worker: once the gate is red, stop after this test (xdist's loop reads it)."""
+        yield
+        why = reason()
+        if why and self.worker:
+            item.session.shouldstop = f"the gate stopped: {why}"

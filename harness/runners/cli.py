@@ -324,18 +324,21 @@ def check_engine(engine: str, budget: float, device: str, profile) -> int:
 def _repro_property(name: str, config: str, device: str) -> int:
     """One configuration of one white-box property; a crash counts as a failure too."""
     from harness.runners.suite import LAWS
+    from harness.runners.observe import describe, engines_watched
     law = LAWS[name]
     cfg = law.config(**json.loads(config))
-    try:
-        law.prop(cfg, device)
-    except OracleFailure as exc:
-        print(f"FAILED {name}: {exc}")
-        return 1
-    except Exception as exc:  # a crash is a failure too: show where
-        import traceback
-        traceback.print_exc()
-        print(f"FAILED {name}: {type(exc).__name__}: {exc}")
-        return 1
+    with engines_watched() as watched:
+        try:
+            law.prop(cfg, device)
+        except OracleFailure as exc:
+            print(f"FAILED {name}: {exc}\nwhat the law saw:\n{describe(watched)}")
+            return 1
+        except Exception as exc:  # a crash is a failure too: show where
+            import traceback
+            traceback.print_exc()
+            print(f"FAILED {name}: {type(exc).__name__}: {exc}\nwhat the law saw:\n"
+                  f"{describe(watched)}")
+            return 1
     print(f"passed {name} on {device}: {cfg.to_dict()}")
     return 0
 
@@ -343,13 +346,20 @@ def _repro_property(name: str, config: str, device: str) -> int:
 def _repro_engine_law(law: str, config: str, device: str) -> int:
     """One case of a black-box law, on the engine the case names."""
     from harness.strategies.engine_cases import EngineCase
+    from harness.runners.observe import describe, engines_watched
+    from harness.strategies.engine_cases import requests_for
     case = EngineCase.from_dict(json.loads(config))
     adapter = case.adapter(device)
-    try:
-        stats = ENGINE_LAWS[law].check(adapter, case)
-    except OracleFailure as exc:
-        print(f"FAILED {law} on {adapter.version()}: {exc}")
-        return 1
+    with engines_watched() as watched:
+        try:
+            stats = ENGINE_LAWS[law].check(adapter, case)
+        except OracleFailure as exc:
+            print(f"FAILED {law} on {adapter.version()}: {exc}\nthe case's requests:")
+            for r in requests_for(case, adapter.vocab_size):
+                print(f"  {r}")
+            if watched:
+                print(f"what the engine saw:\n{describe(watched)}")
+            return 1
     print(f"passed {law} on {adapter.version()} / {device}: {stats}")
     return 0
 
@@ -361,12 +371,15 @@ def _repro_fault(name: str, device: str) -> int:
     case = load_cases()[name]
     print(f"{name} ({case.source}): {case.mistake}\n  {case.story}\n"
           f"  expected to be caught by: {case.prop} [{case.check}]")
-    try:
-        with faults.active(name):
-            ALL_PROPERTIES[case.prop](case.example, device)
-    except Exception as exc:
-        print(f"FAILED {case.prop}: {exc if isinstance(exc, OracleFailure) else repr(exc)}")
-        print(f"  configuration: {case.example.to_dict()}")
-        return 1
+    from harness.runners.observe import describe, engines_watched
+    with engines_watched() as watched:
+        try:
+            with faults.active(name):
+                ALL_PROPERTIES[case.prop](case.example, device)
+        except Exception as exc:
+            print(f"FAILED {case.prop}: {exc if isinstance(exc, OracleFailure) else repr(exc)}")
+            print(f"  configuration: {case.example.to_dict()}\nwhat the law saw:\n"
+                  f"{describe(watched)}")
+            return 1
     print(f"NOT REPRODUCED: {case.prop} passed with {name} on ({device})")
     return 0

@@ -11,7 +11,7 @@ import json
 
 from hypothesis import HealthCheck, Phase, given, settings
 
-from harness.adapters import applicability
+from harness.adapters.applicability import not_applicable as _not_applicable
 from harness.adapters.protocol import Observable
 from harness.adapters.registry import default_adapter
 from harness.gate import red_gate
@@ -41,8 +41,7 @@ def missing(needs: frozenset, adapter) -> list[str]:
 
 
 def not_applicable(needs: frozenset, adapter) -> str | None:
-    return applicability.not_applicable(needs, adapter.observables,
-                                        getattr(adapter, "why_not", {}))
+    return _not_applicable(needs, adapter.observables, getattr(adapter, "why_not", {}))
 
 
 def repro_command(law: str, case: EngineCase, device: str) -> str:

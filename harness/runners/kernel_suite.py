@@ -15,7 +15,7 @@ import time
 
 from hypothesis import HealthCheck, example, given, settings
 
-from harness.adapters import applicability
+from harness.adapters.applicability import not_applicable as _not_applicable
 from harness.base.failure import OracleFailure
 from harness.gate import red_gate
 from harness.laws.index import kernel
@@ -27,8 +27,8 @@ CPU_EXAMPLES = 4   # per law and engine in plain pytest on CPU
 
 
 def not_applicable(law: str, kernels) -> str | None:
-    return applicability.not_applicable(KERNEL_LAWS[law].needs, kernels.components,
-                                        kernels.why_not, any_of=True)
+    return _not_applicable(KERNEL_LAWS[law].needs, kernels.components, kernels.why_not,
+                           any_of=True)
 
 
 def repro_command(case: KernelCase, device: str) -> str:

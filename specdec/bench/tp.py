@@ -12,6 +12,8 @@ measured in the same run), and from the device timeline of the same steps
 busy time, the gaps between kernels and the kernels that took most of it."""
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
 from specdec import Engine
@@ -90,8 +92,10 @@ def run(device: str, *, dtype: str, models: list[str], batch_sizes: list[int], c
                 eng = Engine(model=model, spec=None, device=device, dtype=dtype,
                              max_batch=max(batch_sizes), max_context=context + steps + 8,
                              tp_size=size, tp_check=False, tp_all_reduce=path)
-            got = eng.tp_each(_decode_rows, model, size, batch_sizes, context, iters, warmup,
-                              path, bw["bytes_per_s"])[0]
+            got = eng.tp_each(partial(_decode_rows, model=model, tp=size,
+                                      batch_sizes=batch_sizes, context=context, iters=iters,
+                                      warmup=warmup, path=path,
+                                      bytes_per_s=bw["bytes_per_s"]))[0]
             for r in got:
                 line = r["timeline"]
                 print(f"{model:>9} bs={r['bs']:<3} tp={size} {path:<4} {r['step_ms']:8.3f} "

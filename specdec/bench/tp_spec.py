@@ -9,6 +9,8 @@ device timeline of the same rounds (specdec/bench/timeline.py) and their share, 
 speedup against tp 1."""
 from __future__ import annotations
 
+from functools import partial
+
 import torch
 
 from specdec import Engine, SpecConfig
@@ -59,8 +61,9 @@ def run(device: str, *, dtype: str, models: list[str], batch_sizes: list[int], c
                                  cuda_graph=True, cuda_graph_bs=batch_sizes, tp_size=size,
                                  tp_check=False, tp_all_reduce=path)
                     eng.capture_graphs()  # none inside a timing
-                got = eng.tp_each(_round_rows, model, size, batch_sizes, context, iters,
-                                  warmup, path)[0]
+                got = eng.tp_each(partial(_round_rows, model=model, tp=size,
+                                          batch_sizes=batch_sizes, context=context,
+                                          iters=iters, warmup=warmup, path=path))[0]
                 for r in got:
                     print(f"{model:>9} bs={r['bs']:<3} topk={topk} steps={steps} ndt={ndt} "
                           f"tp={size} {path:<4} {r['round_ms']:8.3f} ms/round  collectives "

@@ -1,0 +1,89 @@
+"""A red gate ends promptly (harness/gate/red_gate.py): under `pytest -n 2 -x`, once a test
+fails, each worker stops after the test it is running, and a test that checks between its
+examples (as the laws' Hypothesis tests do) ends as skipped. The control is the same run
+without the red gate's hooks: xdist's workers run out every test already queued on them.
+Shown on CPU with a real xdist run of a small test directory (the specdec plugin left out:
+it would import torch in every process; the conftest registers the red gate's hooks alone)."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+CONFTEST = """
+from harness.gate import red_gate
+
+def pytest_configure(config):
+    if {on}:
+        config.pluginmanager.register(red_gate.Plugin(config), "specdec-red-gate")
+"""
+
+TESTS = """
+import time
+import pytest
+from harness.gate import red_gate
+
+def test_a_fails():
+    time.sleep(0.5)
+    assert False, "the planted failure"
+
+@pytest.mark.parametrize("i", range(8))
+def test_slow(i):
+    for _ in range(40):  # a law's examples, 0.25 s each
+        red_gate.check()
+        time.sleep(0.25)
+"""
+
+
+def _run(tmp_path, on: bool) -> tuple[float, str]:
+    d = tmp_path / ("on" if on else "off")
+    d.mkdir()
+    (d / "conftest.py").write_text(CONFTEST.format(on=on))
+    (d / "test_red.py").write_text(TESTS)
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    env.pop("SPECDEC_GATE_STOP", None)
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "-x", "-p",
+                           "no:cacheprovider", "-p", "no:specdec", str(d)], cwd=d, env=env,
+                          capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - t0
+    # xdist ends a run stopped by -x as interrupted (2); pytest alone as failed (1)
+    assert proc.returncode in (1, 2), proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "the planted failure" in proc.stdout, proc.stdout[-3000:]
+    return took, proc.stdout + proc.stderr
+
+
+def test_a_red_gate_ends_within_seconds(tmp_path):
+    """With the red gate: the run ends about a second after the failure (a worker start is
+    seconds on a loaded 2-core machine). Without it (control): each worker runs out the
+    10 s test it is in, and those queued on it, first."""
+    with_gate, out = _run(tmp_path, on=True)
+    without, _ = _run(tmp_path, on=False)
+    assert "the gate is red at" in out, out[-3000:]
+    assert without - with_gate > 10.0, (with_gate, without)
+
+
+def test_a_law_failure_reads_as_the_engine_breaking_the_law(tmp_path):
+    """A negative control whose unbroken baseline fails its law is reported as the engine
+    breaking that law, in the summary line, not as a control that failed to reject; the
+    control: a failure that is no law's keeps its own message."""
+    (tmp_path / "test_control.py").write_text(
+        "from harness.base.failure import OracleFailure\n\n"
+        "def test_overlap_law_rejects_a_planted_mistake():\n"
+        "    raise OracleFailure('overlap_equals_sync', 'overlap_equals_sync', 'request 1: "
+        "sync [1, 2] != overlap [1, 3]')\n\n"
+        "def test_plain_assertion():\n"
+        "    assert 1 == 2, 'not a law'\n")
+    env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+           "COLUMNS": "400"}  # summary lines whole
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider",
+                           str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("FAILED")]
+    assert any("rejects_a_planted_mistake - the engine breaks law overlap_equals_sync: "
+               "[overlap_equals_sync] request 1" in x for x in lines), proc.stdout[-3000:]
+    assert any("test_plain_assertion - AssertionError: not a law" in x for x in lines), lines
