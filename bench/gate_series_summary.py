@@ -76,4 +76,5 @@ def main(run, *, rc, took, log, profile, cpu=None) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:7])
+    run, rc, took, log, profile, *cpu = sys.argv[1:7]
+    main(run, rc=rc, took=took, log=log, profile=profile, cpu=cpu[0] if cpu else None)

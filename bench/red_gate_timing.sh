@@ -9,8 +9,8 @@ out=${2:-.}
 mkdir -p "$out"
 log="$out/red-$fault.log"
 start=$(date +%s.%N)
-COLUMNS=200 timeout 300 python -m pytest -n auto -x -q -p no:cacheprovider --faults "$fault" \
-  > "$log" 2>&1
+COLUMNS=200 timeout 300 python -m pytest -n auto -x -v -p no:cacheprovider --faults "$fault" \
+  --durations=5 > "$log" 2>&1
 rc=$?
 end=$(date +%s.%N)
 red=$(grep -o "the gate is red at [0-9.]*" "$log" | head -1 | awk '{print $6}')
@@ -22,3 +22,5 @@ else
   echo "no red-gate line in the log"
 fi
 grep -E "^(FAILED|ERROR)|the gate is red|stopping after|[0-9]+ (passed|failed)" "$log" | head -20
+echo "tests that ended after the gate went red:"
+sed -n '/the gate is red/,$p' "$log" | grep -E "^\[gw[0-9]+\] .*(PASSED|FAILED|SKIPPED|ERROR)" | head -40

@@ -11,6 +11,7 @@ and overlap laws' own loops, the specdec adapter), so every law that serves requ
 checks this one too."""
 from __future__ import annotations
 
+from harness.base import stop
 from harness.base.failure import OracleFailure
 
 NAME = "liveness"  # the law whose checks this module raises (OracleFailure)
@@ -47,6 +48,7 @@ class Progress:
         return self.closed + done
 
     def step(self) -> None:
+        stop.check()  # a red gate ends the test here, between steps (harness/base/stop.py)
         self.engine.step()
         self.steps += 1
         done = self._committed()

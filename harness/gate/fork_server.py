@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 
+from harness.base import stop
 from harness.gate import red_gate
 
 SERVER_ENV = "SPECDEC_FORK_SERVER"  # the server's socket
@@ -136,10 +137,10 @@ def _communicate(proc, limit: float, what: str) -> tuple[str, str]:
             if time.monotonic() >= end:
                 raise
             notes.tick()
-            if red_gate.reason():
+            if stop.reason():
                 proc.kill()
                 proc.communicate()
-                red_gate.check()
+                stop.check()
 
 
 def _await_line(sock, stream, pid: int, limit: float, what: str) -> bytes:
@@ -151,9 +152,9 @@ def _await_line(sock, stream, pid: int, limit: float, what: str) -> bytes:
         if time.monotonic() >= end:
             raise TimeoutError
         notes.tick()
-        if red_gate.reason():
+        if stop.reason():
             _abort(pid)
-            red_gate.check()
+            stop.check()
     return stream.readline()
 
 

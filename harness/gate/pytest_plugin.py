@@ -37,6 +37,7 @@ import os
 import pytest
 import torch
 
+from harness.base import stop
 from harness.base.failure import OracleFailure
 
 from harness.gate import fork_server, gate_profile, gate_order, red_gate, xdist_gpu
@@ -88,7 +89,7 @@ def pytest_configure(config) -> None:
     idx = xdist_gpu.worker_index()
     config.pluginmanager.register(red_gate.Plugin(config), "specdec-red-gate")
     from specdec.tp import gpu_lock  # its long waits speak to the terminal, and end when red
-    gpu_lock.say_waiting, gpu_lock.check_stop = red_gate.say, red_gate.check
+    gpu_lock.say_waiting, gpu_lock.check_stop = red_gate.say, stop.check
     if idx is not None:
         xdist_gpu.pin_worker(idx)
     xdist_gpu.configure_multi_gpu(config)

@@ -20,29 +20,10 @@ import time
 
 import pytest
 
-STOP_ENV = "SPECDEC_GATE_STOP"
+from harness.base.stop import STOP_ENV, reason
+
 WAIT_NOTE_S = 20.0   # a wait longer than this says what it waits for, then every WAIT_NOTE_S
 _stderr = None
-
-
-def reason() -> str | None:
-    """Why the gate stopped, once it has; None while it runs (or outside a gate)."""
-    path = os.environ.get(STOP_ENV)
-    if not path or not os.path.exists(path):
-        return None
-    try:
-        with open(path) as f:
-            return f.read().strip() or "another test failed"
-    except OSError:
-        return "another test failed"
-
-
-def check() -> None:
-    """Between a test's examples or inside a wait: end the test as skipped once the gate has
-    stopped (a skip is a BaseException: Hypothesis does not shrink it, it ends the test)."""
-    why = reason()
-    if why:
-        pytest.skip(f"the gate stopped: {why}")
 
 
 def say(line: str) -> None:
@@ -75,7 +56,8 @@ class Plugin:
     def __init__(self, config) -> None:
         global _stderr
         self.config, self.failures = config, 0
-        self.worker = os.environ.get("PYTEST_XDIST_WORKER") is not None
+        self.worker = hasattr(config, "workerinput")  # an xdist worker (not a subprocess's
+        #                                               pytest that inherited its environment)
         try:
             _stderr = os.fdopen(os.dup(sys.stderr.fileno()), "w", buffering=1)
         except (OSError, ValueError, AttributeError):

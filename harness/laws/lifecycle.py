@@ -36,6 +36,7 @@ from harness.laws.kv_content import check_live_kv
 from harness.laws.structure import SpecShape, check_recent_structure
 from harness.strategies.lifecycle_config import (Expected, LifecycleConfig, build_lifecycle_engine,
                                       expected, lifecycle_configs, reference_output)
+from harness.base import stop
 from harness.base.failure import OracleFailure
 from harness.strategies.runs import default_device
 from specdec.memory.allocator import OutOfSlots
@@ -222,6 +223,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     def _step(self) -> None:
         e = self.engine
         retracted = e.scheduler.retractions
+        stop.check()  # a red gate ends the machine here (harness/base/stop.py)
         for out in e.step():
             event(f"finished: {out.finish_reason}")
             want = self.expect.pop(out.rid)

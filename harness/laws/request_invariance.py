@@ -100,10 +100,11 @@ class InvarianceConfig:
 
 
 @st.composite
-def invariance_configs(draw, on_gpu: bool = False, overlap: bool | None = None):
+def invariance_configs(draw, on_gpu: bool = False, overlap: bool | None = None,
+                       pressure: bool | None = None):
     topk, steps, ndt = draw(st.sampled_from(SPEC_SHAPES))
     companions = draw(st.integers(1, 5))
-    pressure = draw(st.booleans())
+    pressure = draw(st.booleans()) if pressure is None else pressure
     # Sampled requests and drafting are where the batch can leak into a request's coins:
     # drawn more often than not (greedy subjects and companions still come).
     sampled = draw(st.sampled_from((True, True, True, False)))
@@ -124,7 +125,7 @@ def invariance_configs(draw, on_gpu: bool = False, overlap: bool | None = None):
         position=companions if pressure else draw(st.integers(0, companions)),
         arrival=draw(st.integers(1, 4)) if pressure else draw(st.integers(0, 4)),
         overlap=draw(st.booleans()) if overlap is None else overlap, cuda_graph=draw(st.booleans()), pressure=pressure,
-        max_prompt_len=24 if on_gpu else 10, max_new_tokens=24 if on_gpu else 10,
+        max_prompt_len=16 if on_gpu else 10, max_new_tokens=16 if on_gpu else 10,
         dtype=draw(st.sampled_from(("float32", "bfloat16"))) if on_gpu else "float32")
 
 
@@ -224,6 +225,7 @@ LAW = Law(
     name=NAME, rank=120, prop=prop_request_invariance, config=InvarianceConfig,
     summary="a seeded request's tokens depend only on its own inputs and the engine's "
             "configuration: not on its batch, arrival, retraction or schedule (section 12)",
-    strategy=lambda on_gpu, fixed: invariance_configs(on_gpu, fixed.get("overlap")),
-    slices=grid(1, overlap=(False, True)),
+    strategy=lambda on_gpu, fixed: invariance_configs(on_gpu, fixed.get("overlap"),
+                                                      fixed.get("pressure")),
+    slices=grid(2, overlap=(False, True), pressure=(False, True)),
     controls=("tests/test_request_invariance.py::test_planted_family_is_caught",))

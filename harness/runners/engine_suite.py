@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from harness.adapters.applicability import not_applicable as _not_applicable
 from harness.adapters.protocol import Observable
 from harness.adapters.registry import default_adapter
-from harness.gate import red_gate
+from harness.base import stop
 from harness.laws.index import black_box
 from harness.runners import parts
 from harness.strategies.engine_cases import EngineCase
@@ -67,7 +67,7 @@ def law_test(law: str, *, engine: str, device: str, max_examples: int | None = N
 
     @given(case=mod.cases(engine, device))
     def test(case):
-        red_gate.check()  # a red gate ends this test between examples
+        stop.check()  # a red gate ends this test between examples
         run_case(law, case, device)
     base = profile or settings.default
     fraction = FRACTION[law]

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, example, given, settings
 
 from harness.adapters.applicability import not_applicable as _not_applicable
 from harness.base.failure import OracleFailure
-from harness.gate import red_gate
+from harness.base import stop
 from harness.laws.index import kernel
 from harness.runners.chunks import PassedCases, run_chunk
 from harness.strategies.kernel_inputs import KernelCase
@@ -59,7 +59,7 @@ def explicit_cases(law: str, kernels) -> list[KernelCase]:
 def law_test(law: str, kernels, device: str, max_examples: int):
     @given(case=KERNEL_LAWS[law].cases(kernels))
     def test(case):
-        red_gate.check()  # a red gate ends this test between examples
+        stop.check()  # a red gate ends this test between examples
         run_case(kernels, case, device)
     for case in explicit_cases(law, kernels):
         test = example(case=case)(test)

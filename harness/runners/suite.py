@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from hypothesis import HealthCheck, example, given, settings
 
-from harness.gate import red_gate
+from harness.base import stop
 from harness.laws.declaration import Law
 from harness.laws.index import white_box
 from harness.runners.cases import load_cases
@@ -80,7 +80,7 @@ class Entry:
 
         @given(cfg=self.strategy(on_gpu))
         def law(cfg):
-            red_gate.check()  # a red gate ends this test between examples
+            stop.check()  # a red gate ends this test between examples
             check(self.prop, cfg)
         for ex in reversed(self.examples()):
             law = example(cfg=ex)(law)
