@@ -149,5 +149,6 @@ def build_kernels(engine: str, device: str, install: bool = True):
             raise ValueError(f"{engine}: not installed; run `python -m harness foreign install "
                              f"{cls.DIST}=={version}`")
         inst.install(cls, version, device)
-    return RemoteKernels(cls.name, target=cls.TARGET, site_dir=str(inst.site_dir(cls.DIST, version)),
-                         device=device, env=cls.ENV, release=version)
+    site = str(inst.site_dir(cls.DIST, version))
+    return RemoteKernels(cls.name, target=cls.TARGET, site_dir=site, device=device, env=cls.ENV,
+                         release=version)

@@ -10,9 +10,10 @@ by (request seed, stream, position), so the request run alone draws the coins it
 batch, and must emit the same tokens; a greedy request must too, and so must one beside a mix
 of greedy and sampled companions.
 
-Every example exercises the family. The subject runs alone on a fresh engine (synchronous,
-eager, a roomy pool), then inside a drawn batch on another: at a drawn position among one to
-five companions (greedy and sampled, other seeds, lengths and stops), arriving at a drawn step
+Every example exercises the family. Every request of a drawn batch runs alone, one after
+another on an engine of its own (synchronous, eager, a roomy pool), and the batch runs on
+another: the subject at a drawn position among one to five companions (greedy and sampled,
+other seeds, lengths and stops; each of them is compared too), arriving at a drawn step
 while earlier requests' rounds are in flight, under overlap or synchronous scheduling, eager
 or graph-replayed, drafting greedily or probabilistically (sampled chains), and, when pressure
 is drawn, with a KV pool too small for the batch and the subject the newest arrival, which the
@@ -124,7 +125,8 @@ def invariance_configs(draw, on_gpu: bool = False, overlap: bool | None = None,
         # Under pressure the subject arrives last: the newest request is retracted first.
         position=companions if pressure else draw(st.integers(0, companions)),
         arrival=draw(st.integers(1, 4)) if pressure else draw(st.integers(0, 4)),
-        overlap=draw(st.booleans()) if overlap is None else overlap, cuda_graph=draw(st.booleans()), pressure=pressure,
+        overlap=draw(st.booleans()) if overlap is None else overlap,
+        cuda_graph=draw(st.booleans()), pressure=pressure,
         max_prompt_len=16 if on_gpu else 10, max_new_tokens=16 if on_gpu else 10,
         dtype=draw(st.sampled_from(("float32", "bfloat16"))) if on_gpu else "float32")
 
