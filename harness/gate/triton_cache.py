@@ -31,6 +31,8 @@ import uuid
 
 from triton.runtime.cache import FileCacheManager
 
+from specdec.tp.gpu_lock import pid_alive
+
 STORE_ENV = "SPECDEC_TRITON_STORE"   # the directory of published kernels
 MANAGER = "harness.gate.triton_cache:PublishingCacheManager"
 _GROUP = "__grp__"
@@ -155,12 +157,4 @@ def _claimer_alive(claim: str) -> bool:
             pid = int(f.read().strip() or 0)
     except (OSError, ValueError):
         return False  # ended (published or given up) or unreadable
-    if pid <= 0:
-        return True  # being written: its process is alive
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid <= 0 or pid_alive(pid)  # pid 0: being written, its process is alive

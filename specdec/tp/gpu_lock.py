@@ -77,7 +77,7 @@ def _parse(name: str) -> tuple[tuple, set[int]] | None:
         return None
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -145,7 +145,7 @@ class GPULocks:
                 fresh = now - e.stat().st_mtime < STALE_S
             except FileNotFoundError:  # it took its locks meanwhile
                 continue
-            if not fresh or not _alive(parsed[0][2]):
+            if not fresh or not pid_alive(parsed[0][2]):
                 _unlink(e.path)
                 continue
             if first is None or parsed[0] < first:
