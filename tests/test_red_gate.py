@@ -7,9 +7,10 @@ it would import torch in every process; the conftest registers the red gate's ho
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
+
+from harness.gate.fork_server import run_bounded
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -47,14 +48,14 @@ def _run(tmp_path, on: bool) -> tuple[float, str]:
     env.pop("PYTEST_XDIST_WORKER", None)
     env.pop("SPECDEC_GATE_STOP", None)
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "-x", "-p",
-                           "no:cacheprovider", "-p", "no:specdec", str(d)], cwd=d, env=env,
-                          capture_output=True, text=True, timeout=120)
+    rc, out, err = run_bounded([sys.executable, "-m", "pytest", "-q", "-n", "2", "-x", "-p",
+                                "no:cacheprovider", "-p", "no:specdec", str(d)], 120,
+                               "the small red run", env, cwd=str(d))
     took = time.monotonic() - t0
     # xdist ends a run stopped by -x as interrupted (2); pytest alone as failed (1)
-    assert proc.returncode in (1, 2), proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "the planted failure" in proc.stdout, proc.stdout[-3000:]
-    return took, proc.stdout + proc.stderr
+    assert rc in (1, 2), out[-3000:] + err[-3000:]
+    assert "the planted failure" in out, out[-3000:]
+    return took, out + err
 
 
 def test_a_red_gate_ends_within_seconds(tmp_path):
@@ -81,10 +82,28 @@ def test_a_law_failure_reads_as_the_engine_breaking_the_law(tmp_path):
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
            "COLUMNS": "400"}  # summary lines whole
     env.pop("SPECDEC_GATE_STOP", None)  # this test's own run, even inside a red gate
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider",
-                           str(tmp_path)], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=120)
-    lines = [x for x in proc.stdout.splitlines() if x.startswith("FAILED")]
+    _, out, _ = run_bounded([sys.executable, "-m", "pytest", "-q", "-rf", "-p",
+                             "no:cacheprovider", str(tmp_path)], 120, "the small run", env,
+                            cwd=str(tmp_path))
+    lines = [x for x in out.splitlines() if x.startswith("FAILED")]
     assert any("rejects_a_planted_mistake - the engine breaks law overlap_equals_sync: "
-               "[overlap_equals_sync] request 1" in x for x in lines), proc.stdout[-3000:]
+               "[overlap_equals_sync] request 1" in x for x in lines), out[-3000:]
     assert any("test_plain_assertion - AssertionError: not a law" in x for x in lines), lines
+
+
+def test_a_waited_subprocess_ends_with_a_red_gate(tmp_path, monkeypatch):
+    """A test waiting on a subprocess (run_bounded, as the zoo, TP-exit and nested-pytest
+    tests do) kills it within a second of the gate going red and ends as skipped; the
+    control: with the gate green the same wait runs the process to its end."""
+    import pytest
+
+    from harness.base import stop
+    monkeypatch.setenv(stop.STOP_ENV, str(tmp_path / "stop"))
+    sleeper = [sys.executable, "-c", "import time; time.sleep(3); print('slept')"]
+    rc, out, _ = run_bounded(sleeper, 30, "the green sleeper")
+    assert (rc, out.strip()) == (0, "slept")
+    (tmp_path / "stop").write_text("tests/x.py::test_y failed (call)")
+    t0 = time.monotonic()
+    with pytest.raises(pytest.skip.Exception, match="the gate stopped: tests/x.py::test_y"):
+        run_bounded(sleeper, 30, "the red sleeper")
+    assert time.monotonic() - t0 < 2.5

@@ -23,6 +23,9 @@ import time
 import pytest
 import torch
 
+from harness.base import stop
+from harness.gate import fork_server
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STARTUP_BOUND_S = 120.0  # process start to "building": imports only, a hang guard
 BUILD_BOUND_S = 120.0    # "building" to the engines running: builds, locks, rendezvous; a hang guard
@@ -148,7 +151,12 @@ class Script:
         reader = threading.Thread(target=lambda: box.append(self.proc.stdout.readline()),
                                   daemon=True)
         reader.start()
-        reader.join(max(0.0, bound - (time.monotonic() - since)))
+        while reader.is_alive() and time.monotonic() - since < bound:
+            reader.join(min(0.5, max(0.0, bound - (time.monotonic() - since))))
+            if stop.reason():  # a red gate: the script is killed, the test ends as skipped
+                self.proc.kill()
+                self.proc.wait()
+                stop.check()
         if box and box[0]:
             self.lines.append(box[0])
         return box[0] if box else None
@@ -177,8 +185,9 @@ class Script:
         """Wait for the exit within `bound` s of `since` (else kill it and fail): the whole
         stdout, stderr, and the monotonic time of the exit."""
         try:
-            out, err = self.proc.communicate(
-                timeout=max(1.0, bound - (time.monotonic() - since)))
+            out, err = fork_server.communicate(
+                self.proc, max(1.0, bound - (time.monotonic() - since)),
+                f"the script's exit after {what}")
         except subprocess.TimeoutExpired:
             self.proc.kill()
             out, err = self.proc.communicate()

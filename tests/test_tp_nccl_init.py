@@ -5,12 +5,13 @@ single-GPU machines run the NCCL start-up too; the 2-rank endings are tests/test
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import textwrap
 
 import pytest
 import torch
+
+from harness.gate.fork_server import run_bounded
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -32,8 +33,8 @@ SCRIPT = textwrap.dedent("""
 def test_nccl_groups_start_complete_and_end():
     env = {**os.environ, "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env.pop("NCCL_RUNTIME_CONNECT", None)
-    proc = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, text=True,
-                          capture_output=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "runtime connect 0" in proc.stdout, proc.stdout
-    assert "ended True" in proc.stdout, proc.stdout + proc.stderr[-3000:]
+    rc, out, err = run_bounded([sys.executable, "-c", SCRIPT], 120, "the NCCL group script",
+                               env, cwd=ROOT)
+    assert rc == 0, err[-3000:]
+    assert "runtime connect 0" in out, out
+    assert "ended True" in out, out + err[-3000:]

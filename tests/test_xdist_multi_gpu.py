@@ -5,12 +5,12 @@ hooks the plugin uses that the host has 2 GPUs."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 import pytest
 
 from harness.gate import xdist_gpu
+from harness.gate.fork_server import run_bounded
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -77,10 +77,10 @@ def _workers(tmp_path, gpus: int) -> tuple[set, set, set]:
     env[xdist_gpu.SPREAD_ENV] = "function"
     # Without the specdec plugin (it would import torch in every process: seconds each);
     # the conftest calls the plugin's xdist hooks with the pretended GPU count.
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "2", "-p",
-                           "no:cacheprovider", "-p", "no:specdec", str(d)], cwd=d, env=env, capture_output=True,
-                          text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    rc, out, err = run_bounded([sys.executable, "-m", "pytest", "-q", "-n", "2", "-p",
+                                "no:cacheprovider", "-p", "no:specdec", str(d)], 120,
+                               "the small xdist run", env, cwd=str(d))
+    assert rc == 0, out[-3000:] + err[-3000:]
     seen = {p.name: p.read_text() for p in notes.iterdir()}
     assert len(seen) == 16, seen
     return tuple({w for n, w in seen.items() if n.startswith(p)} for p in ("tp", "tq", "single"))

@@ -92,28 +92,36 @@ def run(module: str, args: list[str], limit: float, what: str,
     process forked by the server when there is one, else started from scratch."""
     env = dict(os.environ if env is None else env)
     path = env.get(SERVER_ENV) or os.environ.get(SERVER_ENV)
+    ended = None
     if path and os.path.exists(path):
         try:
-            return _run_forked(path, module=module, args=args, limit=limit, what=what, env=env)
+            ended = _run_forked(path, module=module, args=args, limit=limit, what=what, env=env)
         except _ServerGone as gone:
             if not getattr(run, "warned", False):
                 run.warned = True
                 import warnings
                 warnings.warn(f"fork server {path}: {gone or 'gone'}; starting processes "
                               "from scratch", RuntimeWarning, stacklevel=2)
-    return run_bounded([sys.executable, "-X", "faulthandler", "-m", module, *args], limit,
-                       what, env)
+    if ended is None:
+        ended = run_bounded([sys.executable, "-X", "faulthandler", "-m", module, *args], limit,
+                            what, env)
+    # A process that ended while the gate was red may have been ended by it (its own stop
+    # checks skip, and it exits 1 with no result): the test ends as skipped, not as a
+    # failure of what the process was for.
+    stop.check()
+    return ended
 
 
-def run_bounded(args: list[str], limit: float, what: str,
-                env: dict | None = None) -> tuple[int, str, str]:
+def run_bounded(args: list[str], limit: float, what: str, env: dict | None = None, *,
+                cwd: str | None = None) -> tuple[int, str, str]:
     """Run a subprocess to its end, or for `limit` seconds: past that it is sent SIGABRT (a
     Python started with faulthandler prints every thread's stack), then killed, and the
-    error says where it hung. (returncode, stdout, stderr)."""
+    error says where it hung. (returncode, stdout, stderr). A red gate kills it and ends
+    the test (communicate)."""
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env)
+                            env=env, cwd=cwd)
     try:
-        out, err = _communicate(proc, limit, what)
+        out, err = communicate(proc, limit, what)
     except subprocess.TimeoutExpired:
         proc.send_signal(signal.SIGABRT)
         try:
@@ -126,7 +134,7 @@ def run_bounded(args: list[str], limit: float, what: str,
     return proc.returncode, out, err
 
 
-def _communicate(proc, limit: float, what: str) -> tuple[str, str]:
+def communicate(proc, limit: float, what: str) -> tuple[str, str]:
     """proc.communicate(timeout=limit), a second at a time: past WAIT_NOTE_S the wait says
     what it waits for; a red gate kills the process and ends the test (red_gate.py)."""
     notes, end = red_gate.WaitNotes(f"{what} (pid {proc.pid})"), time.monotonic() + limit
@@ -145,7 +153,7 @@ def _communicate(proc, limit: float, what: str) -> tuple[str, str]:
 
 def _await_line(sock, stream, pid: int, limit: float, what: str) -> bytes:
     """The forked process's last line (its exit status), waited for a second at a time, as
-    _communicate waits; TimeoutError past `limit`."""
+    communicate waits; TimeoutError past `limit`."""
     import select
     notes, end = red_gate.WaitNotes(f"{what} (pid {pid})"), time.monotonic() + limit
     while not select.select([sock], [], [], max(0.0, min(1.0, end - time.monotonic())))[0]:

@@ -29,6 +29,7 @@ import torch.multiprocessing as mp
 from specdec.tp import process_groups as pg
 from specdec.tp.captured import CapturedGraphs
 from specdec.tp.comm import TPComm
+from specdec.tp import gpu_lock
 from specdec.tp.gpu_lock import GPULocks
 from specdec.tp.worker import serve, start_daemons
 from specdec.tp.workers import TPWorkerError, Workers
@@ -212,7 +213,10 @@ class TPGroup:
 
     def use(self) -> None:
         """Rank 0, before a command that runs on the GPUs (a replicated call, a per-rank
-        probe): this group's GPU locks, held until the engine is released (gpu_lock.py)."""
+        probe): this group's GPU locks, held until the engine is released (gpu_lock.py).
+        Between calls, nothing in flight: a red gate may end the test here (check_stop)."""
+        if gpu_lock.check_stop is not None:
+            gpu_lock.check_stop()
         if self.rank == 0 and self.in_use:
             self.locks.acquire(pg.TIMEOUT_S)
 
