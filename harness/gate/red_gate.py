@@ -8,10 +8,13 @@ and on two. Now the controller also writes a stop file the moment the limit is r
 (STOP_ENV, made at configure and inherited by the workers); each worker then stops after the
 test it is running (session.shouldstop, which xdist's worker loop reads after every test),
 and the long waits inside a test read it too (harness/base/stop.py: a law's Hypothesis
-examples, every serving loop's Progress.step, the lifecycle machine, a zoo subprocess, a GPU
-lock) and end that test as skipped: "the gate stopped: <the failure>". A test that passes
-through none of them (a TP-exit or bench test, say) still runs to its end: on 2 H100s the
-gate ended 27.6 s after its first failure (bench/results/red-gate-h100x2-2026-11-28-*).
+examples, every serving loop's Progress.step, the lifecycle machine, a subprocess waited on
+through fork_server (run_bounded, communicate: the zoo's, the TP-exit scripts', a nested
+pytest's), a GPU lock, a tensor-parallel engine's next call) and end that test as skipped:
+"the gate stopped: <the failure>". A test that passes through none of them still runs to its
+end: on 2 H200s the gate ended 12.1 s after its first failure, the last tests out a kernel
+test and a TP-liveness test (bench/results/red-gate-h200x2-2026-11-28-4deb834.*; 27.6 s on
+2 H100s before the subprocesses and TP calls listened).
 
 `say` writes to the process's real stderr (duplicated at configure, before pytest captures a
 test's output): a wait that passes WAIT_NOTE_S says there, at once, what it is waiting for."""
