@@ -29,7 +29,7 @@ class FakeKernels:
 
 
 def _start(folder):
-    return RemoteKernels("fake-kernels", target="fake_adapter:FakeKernels", site_dir=str(folder),
+    return RemoteKernels("fake-kernels", target="fake_adapter:FakeKernels", paths=[str(folder)],
                          device="cpu", env={},
                          release="1.0")
 

@@ -116,9 +116,11 @@ def pinned_engines() -> list[str]:
 
 
 def parse(engine: str) -> tuple[type, str | None]:
-    """`name@version` -> (adapter class, version); a foreign engine without a version gets
-    its newest pinned release. A version may be any release; the pinned ones (SUPPORTED)
-    are those CI runs."""
+    """`name@version` -> (adapter class, what follows the "@"); a foreign engine without one
+    gets its newest pinned release. It may be any release (the pinned ones, SUPPORTED, are
+    those CI runs), a checkout's PATH or `installed` (foreign/source.py); a PATH comes back
+    absolute. ValueError naming the value and what is allowed."""
+    from harness.adapters.foreign.source import parse_source
     name, _, version = engine.partition("@")
     cls = kernel_class(name)
     if getattr(cls, "in_process", False):
@@ -126,7 +128,7 @@ def parse(engine: str) -> tuple[type, str | None]:
             raise ValueError(f"--engine {engine!r}: {name} is this checkout's own kernels; it "
                              "takes no version")
         return cls, None
-    return cls, version or cls.SUPPORTED[-1]
+    return cls, parse_source(name, cls.DIST, version).spec if version else cls.SUPPORTED[-1]
 
 
 @lru_cache(maxsize=16)
@@ -137,18 +139,31 @@ def get_kernels(engine: str, device: str, install: bool = True):
 
 def build_kernels(engine: str, device: str, install: bool = True):
     """A new kernel adapter: in process for specdec-kernels, else a worker over the
-    release's install folder (installed first when missing and `install`); `close()` stops
-    it."""
+    release's install folder (installed first when missing and `install`), over a checkout
+    (@PATH: its side packages resolved as a release's) or over this environment's package
+    (@installed); `close()` stops it."""
     from harness.adapters.foreign import install as inst
     from harness.adapters.foreign.remote import RemoteKernels
+    from harness.adapters.foreign.source import parse_source
     cls, version = parse(engine)
     if version is None:
         return cls(device)
+    source = parse_source(cls.name, cls.DIST, version)
+    if source.kind == "installed":
+        return RemoteKernels(cls.name, target=cls.TARGET, paths=[], device=device, env=cls.ENV,
+                             release=source.label, user_site=True)
+    if source.kind == "path":
+        return inst.serve_checkout(cls, source, device, log=_stderr_log)
     if not inst.installed(cls.DIST, version):
         if not install:
             raise ValueError(f"{engine}: not installed; run `python -m harness foreign install "
                              f"{cls.DIST}=={version}`")
         inst.install(cls, version, device)
     site = str(inst.site_dir(cls.DIST, version))
-    return RemoteKernels(cls.name, target=cls.TARGET, site_dir=site, device=device, env=cls.ENV,
+    return RemoteKernels(cls.name, target=cls.TARGET, paths=[site], device=device, env=cls.ENV,
                          release=version)
+
+
+def _stderr_log(line: str) -> None:
+    import sys
+    print(line, file=sys.stderr, flush=True)

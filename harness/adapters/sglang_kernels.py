@@ -186,8 +186,11 @@ class SglangKernels:
                         "draft_extend_layouts": self._extend_layouts}
 
     def version(self) -> str:
+        """The imported package's own version: a checkout (@PATH) has no installed metadata,
+        and this environment's may be another copy's."""
+        import sglang
         from importlib.metadata import version
-        return version("sglang")
+        return getattr(sglang, "__version__", None) or version("sglang")
 
     def _dev(self, *ts):
         return [t.to(self.device) if isinstance(t, torch.Tensor) else t for t in ts]

@@ -85,8 +85,9 @@ def _add_mixed_parser(sub) -> None:
 def _add_foreign_parsers(sub) -> None:
     f = sub.add_parser("foreign", help="install a foreign engine's release for the kernel laws")
     fs = f.add_subparsers(dest="foreign_cmd", required=True)
-    i = fs.add_parser("install", help="e.g. vllm==0.33.0 sglang==0.5.23 (--no-deps, own folder)")
-    i.add_argument("releases", nargs="+", metavar="DIST==VERSION")
+    i = fs.add_parser("install", help="e.g. vllm==0.33.0 sglang==0.5.23 (--no-deps, own folder), "
+                      "or a checkout's side packages: sglang@PATH")
+    i.add_argument("releases", nargs="+", metavar="DIST==VERSION|DIST@PATH")
     i.add_argument("--device", default=None)
     p = fs.add_parser("pack", help="the files the kernel laws load, for a machine without "
                       "a network (the GPU device)")
@@ -201,8 +202,18 @@ def _run_foreign(ap, args, device: str, argv) -> int:
     for release in args.releases:
         dist, sep, version = release.partition("==")
         try:
+            if not sep and "@" in release:  # a checkout: its side packages, resolved now
+                from harness.adapters.foreign.install import serve_checkout
+                from harness.adapters.foreign.source import parse_source
+                dist, _, path = release.partition("@")
+                cls = foreign_class(dist)
+                kernels = serve_checkout(cls, parse_source(cls.name, dist, path), device)
+                print(f"{kernels.engine}: {cls.DIST} {kernels.version()}, ready")
+                kernels.close()
+                continue
             if not sep or not version:
-                raise ValueError(f"{release!r}: expected DIST==VERSION, e.g. vllm==0.33.0")
+                raise ValueError(f"{release!r}: expected DIST==VERSION (vllm==0.33.0) or "
+                                 "DIST@PATH (sglang@../sglang)")
             print(install(foreign_class(dist), version, device))
         except (ValueError, RuntimeError) as exc:
             print(f"error: {exc}", file=sys.stderr)
@@ -221,7 +232,8 @@ def _run_sweep(ap, args, device: str, argv) -> int:
         ap.error(f"--engine {args.engine!r}: sweep takes a foreign kernel engine without a "
                  "version (sglang-kernels, vllm-kernels) and --versions")
     versions = args.versions.split(",") if args.versions else list(cls.SWEEP)
-    return sweep(args.engine, versions, device, args.examples, args.budget)
+    return sweep(args.engine, versions=versions, device=device, examples=args.examples,
+                 budget=args.budget)
 
 
 def _run_zoo(ap, args, device: str, argv) -> int:

@@ -141,7 +141,12 @@ def check_kernels(engine: str, budget: float, device: str, profile=None, out=sys
     reports = [run_law(kernels, law=n, device=device, budget=budget / max(1, len(live)),
                        profile=profile)
                for n in KERNEL_LAWS]
-    print(f"kernels {kernels.name} {kernels.version()} on {device}; components: "
+    # a foreign worker's engine says where its code came from (a release, a checkout's path,
+    # "installed"); the version is what that code calls itself
+    where = getattr(kernels, "engine", kernels.name)
+    named = f"{where} ({kernels.version()})" if where != kernels.name else (
+        f"{kernels.name} {kernels.version()}")
+    print(f"kernels {named} on {device}; components: "
           f"{', '.join(sorted(c.value for c in kernels.components))}", file=out)
     print(f"{'law':<28} {'examples':>8} {'failures':>8} {'time':>8}", file=out)
     for r in reports:
@@ -151,7 +156,7 @@ def check_kernels(engine: str, budget: float, device: str, profile=None, out=sys
     failed = sum(bool(r.failures) for r in reports)
     print(f"\n{'FAIL' if failed else 'OK'}: {sum(r.examples for r in reports)} examples, "
           f"{failed} failing laws, {sum(bool(r.na) for r in reports)} not applicable, on "
-          f"{kernels.name} {kernels.version()} / {device}", file=out)
+          f"{named} / {device}", file=out)
     return 1 if failed else 0
 
 

@@ -65,19 +65,11 @@ def _pip(target: Path, *reqs: str) -> subprocess.CompletedProcess:
 
 
 def _requirements(target: Path, dist: str) -> dict[str, str]:
-    """canonical name -> requirement string, from the engine wheel's own metadata (markers
-    dropped: the version range is what matters)."""
-    from packaging.requirements import Requirement
-    from packaging.utils import canonicalize_name
+    """canonical name -> requirement string, from the engine wheel's own metadata (extras and
+    markers that do not hold here dropped: the version range is what matters)."""
     out = {}
     for meta in target.glob(f"{dist}-*.dist-info/METADATA"):
-        for line in meta.read_text(errors="replace").splitlines():
-            if not line.startswith("Requires-Dist:"):
-                continue
-            req = Requirement(line.split(":", 1)[1].strip())
-            if req.marker is not None and "extra" in str(req.marker):
-                continue
-            out.setdefault(canonicalize_name(req.name), f"{req.name}{req.specifier}")
+        out.update(_metadata_requirements(meta))
     return out
 
 
@@ -98,7 +90,6 @@ def _needs_old_numpy(device: str) -> bool:
 def install(adapter_cls, version: str, device: str = "cpu", log=print) -> Path:
     """Install `adapter_cls.DIST==version` and resolve its side packages; returns the folder.
     Raises ForeignImportError naming the module when the import graph cannot be served."""
-    from harness.adapters.foreign.remote import ForeignImportError, RemoteKernels
     dist = adapter_cls.DIST
     target = site_dir(dist, version)
     if installed(dist, version):
@@ -109,35 +100,173 @@ def install(adapter_cls, version: str, device: str = "cpu", log=print) -> Path:
     if done.returncode:
         raise ValueError(f"{dist}=={version}: pip could not install it: "
                          f"{done.stderr.strip().splitlines()[-1:]}")
+    reqs = _requirements(target, dist)
+    _seed(adapter_cls, target=target, version=version, device=device, reqs=reqs, log=log)
+    resolve(adapter_cls, paths=[str(target)], target=target, reqs=reqs, release=version,
+            device=device, log=log).close()
+    (target / MARKER).write_text(json.dumps({"dist": dist, "version": version,
+                                             "side_packages": _frozen(target, dist)}, indent=1))
+    return target
+
+
+def serve_checkout(adapter_cls, source, device: str = "cpu", log=print):
+    """A worker over the checkout at `source.root` (source.py), its side packages resolved
+    into a folder of their own (keyed by the checkout's path) as a release's are: the
+    checkout's requirements (its pyproject.toml, or an unpacked release's metadata), the
+    lock of its version or else of the newest pinned release, then whatever its import graph
+    still misses. The checkout's own files are imported as they are on disk."""
+    import fcntl
+    from harness.adapters.foreign.source import checkout_key
+    target = site_dir(adapter_cls.DIST, checkout_key(source))
+    target.mkdir(parents=True, exist_ok=True)
+    root = Path(source.root)
+    reqs = _requirements(root, adapter_cls.DIST) or _pyproject_requirements(root)
+    # One resolver at a time per folder (pytest -n auto starts a worker per xdist process);
+    # the others wait, then find the folder complete.
+    with open(target / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (target / MARKER).exists():
+            _seed(adapter_cls, target=target,
+                  version=_checkout_version(root, adapter_cls.DIST), device=device, reqs=reqs,
+                  log=log)
+            (target / MARKER).write_text(json.dumps({"dist": adapter_cls.DIST,
+                                                     "checkout": source.spec}, indent=1))
+        return resolve(adapter_cls, paths=[str(root), str(target)], target=target, reqs=reqs,
+                       release=source.label, device=device, log=log)
+
+
+def _seed(adapter_cls, *, target: Path, version: str, device: str, reqs: dict, log) -> None:
+    """What goes into the folder before the import graph is tried: numpy below 2.4 where the
+    Triton 3.6 interpreter needs it, the committed lock of this version (else of the newest
+    pinned release, for a checkout), and every requirement that this environment has at a
+    version the engine does not accept (its transformers, say): the user's packages never
+    break a release."""
     seeds = ["numpy<2.4"] if _needs_old_numpy(device) else []
-    lock = LOCKS / f"{dist}-{version}.txt"
+    lock = LOCKS / f"{adapter_cls.DIST}-{version}.txt"
+    if not lock.exists() and not _requirements(target, adapter_cls.DIST):
+        lock = LOCKS / f"{adapter_cls.DIST}-{adapter_cls.SUPPORTED[-1]}.txt"
     if lock.exists():
         seeds += [ln.strip() for ln in lock.read_text().splitlines()
                   if ln.strip() and not ln.startswith("#")]
     if seeds:
         _pip(target, *seeds)
-    reqs, added = _requirements(target, dist), []
+    for _ in range(8):  # a pinned package's own pins, in turn (transformers -> tokenizers)
+        wrong = mismatched(reqs, target, adapter_cls.NEVER_INSTALL)
+        for dist_info in target.glob("*.dist-info"):
+            name = dist_info.name[:-len(".dist-info")].partition("-")[0]
+            if name.lower() != adapter_cls.DIST:
+                wrong += mismatched(_metadata_requirements(dist_info / "METADATA"), target,
+                                    adapter_cls.NEVER_INSTALL)
+        wrong = sorted(set(wrong))
+        if not wrong:
+            return
+        log(f"  {adapter_cls.DIST}: this environment's versions are not the engine's: "
+            f"installing {', '.join(wrong)} into its folder")
+        if _pip(target, *wrong).returncode:
+            raise ValueError(f"{adapter_cls.DIST}: pip could not install {wrong} into {target}")
+
+
+def resolve(adapter_cls, *, paths: list[str], target: Path, reqs: dict, release: str,
+            device: str, log):
+    """Start the worker until its import graph is served: each module it misses is installed
+    into `target` (at the engine's own version range where it names one); the live worker."""
+    from harness.adapters.foreign.remote import ForeignImportError, RemoteKernels
+    added = []
     for _ in range(MAX_ROUNDS):
         try:
-            RemoteKernels(adapter_cls.name, target=adapter_cls.TARGET, site_dir=str(target),
-                          device=device,
-                          env=adapter_cls.ENV, release=version).close()
-            break
+            return RemoteKernels(adapter_cls.name, target=adapter_cls.TARGET, paths=paths,
+                                 device=device, env=adapter_cls.ENV, release=release)
         except ForeignImportError as exc:
             module = (exc.module or "").split(".")[0]
             if not module or module in added or module in adapter_cls.NEVER_INSTALL:
                 raise
             req = _side_requirement(module, reqs)
-            log(f"  {dist}=={version} imports {module}: installing {req}")
+            log(f"  {adapter_cls.DIST}@{release} imports {module}: installing {req}")
             if _pip(target, req).returncode:
                 raise
             added.append(module)
-    else:
-        raise ForeignImportError(f"{dist}=={version}: still missing modules after "
-                                 f"{MAX_ROUNDS} side packages")
-    (target / MARKER).write_text(json.dumps({"dist": dist, "version": version,
-                                             "side_packages": _frozen(target, dist)}, indent=1))
-    return target
+    raise ForeignImportError(f"{adapter_cls.DIST}@{release}: still missing modules after "
+                             f"{MAX_ROUNDS} side packages")
+
+
+def mismatched(reqs: dict[str, str], target: Path, never) -> list[str]:
+    """The requirements (canonical name -> `name<spec>`) that what the worker would import
+    (the folder's copy, else this environment's) does not meet; those neither present (the
+    import graph resolves them if it needs them) nor `never` (torch, Triton, the engine)."""
+    from importlib.metadata import PackageNotFoundError, version
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+    skip = {canonicalize_name(MODULE_DISTS.get(n, n)) for n in never} | {
+        canonicalize_name(n) for n in never}
+    here = {canonicalize_name(i.name[:-len(".dist-info")].partition("-")[0]):
+            i.name[:-len(".dist-info")].partition("-")[2] for i in target.glob("*.dist-info")}
+    out = []
+    for name, text in reqs.items():
+        req = Requirement(text)
+        if name in skip or not req.specifier:
+            continue
+        have = here.get(name)
+        if have is None:
+            try:
+                have = version(name)
+            except PackageNotFoundError:
+                continue
+        if not req.specifier.contains(have, prereleases=True):
+            out.append(text)
+    return out
+
+
+def _metadata_requirements(meta: Path) -> dict[str, str]:
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+    out = {}
+    if not meta.exists():
+        return out
+    for line in meta.read_text(errors="replace").splitlines():
+        if not line.startswith("Requires-Dist:"):
+            continue
+        try:
+            req = Requirement(line.split(":", 1)[1].strip())
+        except InvalidRequirement:
+            continue
+        if req.marker is not None and ("extra" in str(req.marker) or not req.marker.evaluate()):
+            continue
+        out.setdefault(canonicalize_name(req.name), f"{req.name}{req.specifier}")
+    return out
+
+
+def _pyproject_requirements(root: Path) -> dict[str, str]:
+    """A checkout's [project] dependencies (pyproject.toml at the import root or above it)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: pip's vendored copy of the same parser
+        from pip._vendor import tomli as tomllib
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+    for folder in (root, root.parent):
+        path = folder / "pyproject.toml"
+        if path.exists():
+            deps = tomllib.loads(path.read_text()).get("project", {}).get("dependencies", [])
+            out = {}
+            for text in deps:
+                try:
+                    req = Requirement(text)
+                except InvalidRequirement:
+                    continue
+                out.setdefault(canonicalize_name(req.name), f"{req.name}{req.specifier}")
+            return out
+    return {}
+
+
+def _checkout_version(root: Path, dist: str) -> str:
+    """The checkout's version as its package spells it (version.py's __version__), or ""."""
+    for name in ("version.py", "_version.py"):
+        path = root / dist / name
+        if path.exists():
+            found = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", path.read_text())
+            if found:
+                return found.group(1)
+    return ""
 
 
 def _frozen(target: Path, dist: str) -> list[str]:

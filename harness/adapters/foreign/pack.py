@@ -122,7 +122,7 @@ def pack(adapter_cls, *, version: str, out: str, exercise, log=print,
     module a component loads lazily is imported (harness/runners/kernel_suite.py)."""
     from harness.adapters.foreign.remote import RemoteKernels
     folder = inst.install(adapter_cls, version, "cpu", log)
-    kernels = RemoteKernels(adapter_cls.name, target=adapter_cls.TARGET, site_dir=str(folder),
+    kernels = RemoteKernels(adapter_cls.name, target=adapter_cls.TARGET, paths=[str(folder)],
                             device="cpu",
                             env=adapter_cls.ENV, release=version)
     exercise(kernels)

@@ -27,11 +27,18 @@ class ForeignCallError(RuntimeError):
         self.kind, self.tb = kind, tb
 
 
-def worker_env(site_dir: str, device: str, extra: dict) -> dict:
+def worker_env(paths: list[str], device: str, extra: dict, user_site: bool = False) -> dict:
+    """`paths` first on the worker's path (the checkout, the install folder), then this
+    harness; the user's site-packages left out unless `user_site` (`@installed` serves the
+    package as this environment has it)."""
     env = dict(os.environ)
     here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = os.pathsep.join([site_dir, here])
-    env["PYTHONNOUSERSITE"] = "1"
+    if user_site:  # this environment as it is: its PYTHONPATH, its user site
+        env["PYTHONPATH"] = os.pathsep.join([here, *filter(None, [env.get("PYTHONPATH")])])
+        env.pop("PYTHONNOUSERSITE", None)
+    else:
+        env["PYTHONPATH"] = os.pathsep.join([*paths, here])
+        env["PYTHONNOUSERSITE"] = "1"
     if device == "cpu":
         # Triton's interpreter on CPU; an empty device list keeps vLLM from swapping Triton
         # for its no-GPU placeholder (docs/adapters.md, "Kernel adapters").
@@ -45,15 +52,15 @@ def worker_env(site_dir: str, device: str, extra: dict) -> dict:
 class RemoteKernels:
     in_process = False
 
-    def __init__(self, name: str, *, target: str, site_dir: str, device: str, env: dict,
-                 release: str) -> None:
+    def __init__(self, name: str, *, target: str, paths: list[str], device: str, env: dict,
+                 release: str, user_site: bool = False) -> None:
         self.name, self.device, self.release = name, device, release
         self.engine = f"{name}@{release}"  # what --engine and a replayed case name
         self._stderr: list[str] = []
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "harness.adapters.foreign.worker", target, device],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=worker_env(site_dir, device, env))
+            env=worker_env(paths, device, env, user_site))
         threading.Thread(target=self._drain, daemon=True).start()
         self._lock = threading.Lock()
         msg = self._read()
@@ -62,7 +69,8 @@ class RemoteKernels:
             raise ForeignImportError(
                 f"{name}@{release}: its import graph cannot be served here: "
                 + (f"module {module!r} is missing ({message})" if module else message)
-                + f"\n  install folder: {site_dir}\n  worker traceback (last lines):\n"
+                + f"\n  its path: {os.pathsep.join(paths) or '(this environment)'}\n"
+                + "  worker traceback (last lines):\n"
                 + "\n".join("    " + line for line in tb.strip().splitlines()[-6:]), module)
         info = msg[1]
         self._version, self.components = info["version"], info["components"]
