@@ -16,6 +16,11 @@ lossless (Leviathan et al. 2023, Chen et al. 2023; docs/contract.md section 12):
 - a greedy row is exact: it accepts drafts while they are the target's argmax, then emits
   the argmax at the first mismatch (or the bonus position).
 
+Every example is drawn in one of the input classes a serving engine's sampler metadata makes
+(harness/strategies/chain_inputs.py: one-token rows, masked drafts, full chains, a batch of
+one, mixed greedy and sampled rows, rows without drafts); the rules above are their policy:
+never an id outside [0, V) nor a placeholder, never a token of target probability 0.
+
 The distribution these rules produce is the kernel_chain_distribution law's."""
 from __future__ import annotations
 
@@ -121,4 +126,5 @@ LAW = Law(
             "p = 0, always accept p >= q, recovered tokens from max(0, p - q), bonus from p, "
             "greedy rows exact",
     controls=("tests/test_kernel_law_controls.py::test_recovered_token_from_p_is_rejected",
-              "tests/test_kernel_law_controls.py::test_rejecting_certain_drafts_is_rejected"))
+              "tests/test_kernel_law_controls.py::test_rejecting_certain_drafts_is_rejected",
+              "tests/test_chain_input_classes.py::test_a_mistake_of_the_class_is_caught_in_it"))

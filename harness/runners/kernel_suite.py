@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections import Counter
 
 from hypothesis import HealthCheck, example, given, settings
 
@@ -97,6 +98,7 @@ class Report:
         self.law, self.na = law, na
         self.examples, self.seconds, self.failures = 0, 0.0, []
         self.exhausted = False
+        self.corners: Counter = Counter()  # examples per input class drawn (KernelCase.corners)
 
     @property
     def cell(self) -> str:
@@ -127,6 +129,7 @@ def run_law(kernels, *, law: str, device: str, budget: float, max_examples: int 
         rep.exhausted = got.exhausted
         rep.failures += [got.failure] if got.failure else []
         rep.examples += len(got.seen)
+        rep.corners.update(tag for c in got.seen for tag in getattr(c, "corners", ()))
         chunk += 1
     rep.seconds = time.perf_counter() - t0
     return rep
@@ -152,6 +155,9 @@ def check_kernels(engine: str, budget: float, device: str, profile=None, out=sys
     for r in reports:
         print(f"{r.law:<28} {r.na}" if r.na else
               f"{r.law:<28} {r.examples:>8} {len(r.failures):>8} {r.seconds:>7.1f}s", file=out)
+        if r.corners:
+            print(f"{'':<28} corners: " + ", ".join(f"{k} {v}" for k, v in
+                                                    sorted(r.corners.items())), file=out)
     print_failures(reports, device, out)
     failed = sum(bool(r.failures) for r in reports)
     print(f"\n{'FAIL' if failed else 'OK'}: {sum(r.examples for r in reports)} examples, "

@@ -3,7 +3,21 @@ their target and draft distributions, as vLLM's rejection sampler and SGLang's c
 sampler take them. Corners: zero probabilities in p and q (tokens outside the support),
 ties, a draft whose proposal is deterministic (q one-hot), greedy and sampled rows in one
 batch, rows with no drafts at all, drafts the target cannot produce. Every distribution is
-float32 and normalised here, so the law and the kernel read the same numbers."""
+float32 and normalised here, so the law and the kernel read the same numbers.
+
+Each example is also drawn in one input class on purpose (INPUT_CLASSES; "plain" is none),
+the inputs a serving engine's own sampler metadata makes, which a random draw meets rarely:
+- single_token: every target row keeps one token (top-k 1, a tiny top-p, a one-token
+  grammar state, allowed ids of one);
+- masked_drafts: every sampled row's drafts have target probability exactly 0 (a grammar,
+  allowed-ids or bad-words mask on the target that the drafter did not see); the drafter's
+  own q still proposed them;
+- full_drafts: every row drafts the most tokens drawn (K = 4), none ragged;
+- batch_one: a batch of one request;
+- mixed_greedy: greedy and sampled rows in one batch, both kinds present (where the
+  adapter routes both);
+- no_drafts: every row drafted nothing (where the adapter takes ragged drafts).
+`harness check` counts each class as a corner."""
 from __future__ import annotations
 
 import random
@@ -14,20 +28,47 @@ from hypothesis import strategies as st
 from harness.strategies.kernel_inputs import KernelCase
 
 
+INPUT_CLASSES = ("plain", "single_token", "masked_drafts", "full_drafts", "batch_one",
+                 "mixed_greedy", "no_drafts")
+MAX_K = 4
+
+
+def input_classes(accepts: dict) -> tuple:
+    """The classes an adapter's contract admits (mixed_greedy needs greedy rows, no_drafts
+    ragged drafts)."""
+    return tuple(c for c in INPUT_CLASSES
+                 if not (c == "mixed_greedy" and not accepts.get("greedy_rows"))
+                 and not (c == "no_drafts" and not accepts.get("ragged_drafts")))
+
+
 @st.composite
 def chain_knobs(draw, accepts: dict, max_bs: int = 6) -> dict:
     variant = draw(st.sampled_from(accepts.get("variants", ("classic",))))
-    return {"variant": variant,
-            "ratio_rule": variant in accepts.get("ratio_variants", ("classic",)),
-            "bs": draw(st.integers(1, max_bs)), "k": draw(st.integers(1, 4)),
-            "vocab": draw(st.integers(2, 8)),
-            "ragged": draw(st.booleans()) if accepts.get("ragged_drafts") else False,
-            "greedy": (draw(st.sampled_from(["none", "some", "all"]))
-                       if accepts.get("greedy_rows") else "none"),
-            "deterministic": (draw(st.booleans()) if accepts.get("deterministic_draft")
-                              else False),
-            "zeros": draw(st.sampled_from([0.0, 0.3, 0.6])),
-            "close": draw(st.sampled_from([0.0, 0.5, 1.0]))}
+    knobs = {"variant": variant,
+             "ratio_rule": variant in accepts.get("ratio_variants", ("classic",)),
+             "bs": draw(st.integers(1, max_bs)), "k": draw(st.integers(1, MAX_K)),
+             "vocab": draw(st.integers(2, 8)),
+             "ragged": draw(st.booleans()) if accepts.get("ragged_drafts") else False,
+             "greedy": (draw(st.sampled_from(["none", "some", "all"]))
+                        if accepts.get("greedy_rows") else "none"),
+             "deterministic": (draw(st.booleans()) if accepts.get("deterministic_draft")
+                               else False),
+             "zeros": draw(st.sampled_from([0.0, 0.3, 0.6])),
+             "close": draw(st.sampled_from([0.0, 0.5, 1.0])),
+             "input_class": draw(st.sampled_from(input_classes(accepts)))}
+    # The class's own shape, set here so that every example of it exercises it.
+    cls = knobs["input_class"]
+    if cls == "full_drafts":
+        knobs.update(k=MAX_K, ragged=False)
+    elif cls == "batch_one":
+        knobs.update(bs=1)
+    elif cls == "mixed_greedy":
+        knobs.update(bs=max(2, knobs["bs"]), greedy="some")
+    elif cls == "masked_drafts":
+        knobs.update(greedy="none")  # a greedy row takes the argmax: no draft is masked for it
+    elif cls == "no_drafts":
+        knobs.update(ragged=True)
+    return knobs
 
 
 def distribution(rng: random.Random, vocab: int, zeros: float, unique_max: bool = False):
@@ -52,11 +93,19 @@ def chain_batch(case: KernelCase) -> dict:
     if "batch" in k:
         return explicit_batch(k["batch"])
     bs, K, V = k["bs"], k["k"], k["vocab"]
+    cls = k.get("input_class", "plain")
     greedy = torch.tensor([{"none": False, "all": True}.get(k["greedy"], rng.random() < 0.5)
                            for _ in range(bs)])
-    num = torch.tensor([rng.randint(0, K) if k["ragged"] else K for _ in range(bs)])
+    if cls == "mixed_greedy":  # both kinds, whatever the coins said
+        greedy[0], greedy[-1] = True, False
+    num = torch.tensor([0 if cls == "no_drafts" else rng.randint(0, K) if k["ragged"] else K
+                        for _ in range(bs)])
     target = torch.stack([torch.stack([distribution(rng, V, k["zeros"], bool(greedy[b]))
                                        for _ in range(K + 1)]) for b in range(bs)])
+    if cls == "single_token":
+        target = torch.nn.functional.one_hot(
+            torch.tensor([[rng.randrange(V) for _ in range(K + 1)] for _ in range(bs)]),
+            V).float()
     draft = torch.zeros(bs, K, V)
     ids = torch.zeros(bs, K, dtype=torch.int64)
     for b in range(bs):
@@ -72,8 +121,19 @@ def chain_batch(case: KernelCase) -> dict:
             else:
                 ids[b, i] = int(torch.multinomial(q, 1, generator=torch.Generator().manual_seed(
                     rng.randrange(2**31))))
+            if cls == "masked_drafts":
+                _mask(target[b, i], int(ids[b, i]), rng)
     return {"draft_ids": ids, "num_drafts": num, "target_probs": target, "greedy": greedy,
             "draft_probs": None if k["deterministic"] else draft}
+
+
+def _mask(p: torch.Tensor, token: int, rng: random.Random) -> None:
+    """p (in place) with `token` masked to exactly 0, renormalised; were it p's only token,
+    the mass moves to another (a mask never empties a row)."""
+    p[token] = 0.0
+    if float(p.sum()) == 0.0:
+        p[rng.choice([t for t in range(p.numel()) if t != token])] = 1.0
+    p /= p.sum()
 
 
 def explicit_batch(lists: dict) -> dict:

@@ -34,6 +34,13 @@ class KernelCase:
         return cls(**d)
 
     @property
+    def corners(self) -> tuple:
+        """The input class this example was drawn in on purpose (chain_inputs.py), for
+        `harness check`'s corner counts; none for a plain one."""
+        cls = self.knobs.get("input_class", "plain")
+        return () if cls == "plain" else (cls,)
+
+    @property
     def axes(self) -> tuple:
         return tuple(sorted((k, v) for k, v in self.knobs.items() if not isinstance(v, list)))
 

@@ -1,0 +1,107 @@
+"""Each input class the chain-sampling laws draw on purpose (harness/strategies/chain_inputs.py,
+INPUT_CLASSES) has a negative control: specdec's own kernels behind the kernel-adapter door
+with one mistake of the kind that lives only in that class, which kernel_chain_acceptance must
+reject within a few examples drawn in the class; the unwrapped kernels pass the same draws.
+(no_drafts needs an adapter that takes ragged drafts, which specdec's kernels do not.)"""
+from __future__ import annotations
+
+import kernels._triton_env  # noqa: F401,I001  (before triton)
+
+import pytest
+import torch
+
+from harness.adapters.specdec_kernels import SpecdecKernels
+from harness.strategies import chain_inputs
+from harness.runners.kernel_suite import first_failure
+from harness.strategies.runs import default_device
+
+DEVICE = default_device()
+FOUND = 30  # examples of the class a control may take to be caught
+
+
+class _Planted(SpecdecKernels):
+    def chain_sampling(self, draft_ids, *, num_drafts, draft_probs, target_probs, greedy, seed,
+                       variant):
+        return self.planted(draft_ids, num_drafts=num_drafts, draft_probs=draft_probs,
+                            target_probs=target_probs, greedy=greedy, seed=seed, variant=variant)
+
+    def right(self, draft_ids, **kw):
+        return SpecdecKernels.chain_sampling(self, draft_ids, **kw)
+
+
+class MaskOnlyAtTheBonus(_Planted):
+    """The target's mask (grammar, allowed ids, bad words) applied at the bonus position
+    only: at draft positions the sampler reads the unmasked distribution."""
+
+    def planted(self, draft_ids, *, target_probs, **kw):
+        unmasked = torch.where(target_probs[:, :-1] == 0, 1.0, target_probs[:, :-1])
+        p = torch.cat([unmasked / unmasked.sum(-1, keepdim=True), target_probs[:, -1:]], 1)
+        return self.right(draft_ids, target_probs=p, **kw)
+
+
+class OneTokenRowsAcceptAll(_Planted):
+    """A fast path for rows the sampling parameters leave one token (top-k 1): every draft
+    accepted, as if the drafter could not be wrong."""
+
+    def planted(self, draft_ids, *, num_drafts, target_probs, greedy, **kw):
+        out = self.right(draft_ids, num_drafts=num_drafts, target_probs=target_probs,
+                         greedy=greedy, **kw)
+        for b in range(out.shape[0]):
+            if not bool(greedy[b]) and bool(((target_probs[b] > 0).sum(-1) == 1).all()):
+                n = int(num_drafts[b])
+                out[b, :n] = draft_ids[b, :n]
+                out[b, n] = int(target_probs[b, n].argmax())
+        return out
+
+
+class BatchOfOneDropsTheBonus(_Planted):
+    """A single-request path that forgets the token after the accepted drafts."""
+
+    def planted(self, draft_ids, **kw):
+        out = self.right(draft_ids, **kw)
+        if out.shape[0] == 1:
+            n = int((out[0] != -1).sum())
+            out[0, n - 1] = -1
+        return out
+
+
+class FullChainBonusOneEarly(_Planted):
+    """With every draft accepted, the bonus drawn from the last draft's distribution p[K-1],
+    not p[K] (an index that only full chains reach)."""
+
+    def planted(self, draft_ids, *, target_probs, **kw):
+        shifted = torch.cat([target_probs[:, :-1], target_probs[:, -2:-1]], 1)
+        return self.right(draft_ids, target_probs=shifted, **kw)
+
+
+class MixedBatchAllSampled(_Planted):
+    """A mixed batch routed whole to the sampler: its greedy rows are sampled."""
+
+    def planted(self, draft_ids, *, greedy, **kw):
+        if bool(greedy.any()) and not bool(greedy.all()):
+            greedy = torch.zeros_like(greedy)
+        return self.right(draft_ids, greedy=greedy, **kw)
+
+
+CONTROLS = {
+    "masked_drafts": (MaskOnlyAtTheBonus, {"accepts_zero_prob"}),
+    "single_token": (OneTokenRowsAcceptAll, {"accepts_zero_prob"}),
+    # A dropped bonus leaves the last accepted draft reading as the recovered token.
+    "batch_one": (BatchOfOneDropsTheBonus, {"shape", "recovered_support", "support"}),
+    "full_drafts": (FullChainBonusOneEarly, {"support", "greedy"}),
+    "mixed_greedy": (MixedBatchAllSampled, {"greedy"}),
+}
+
+
+def test_every_class_but_no_drafts_has_a_control():
+    assert set(CONTROLS) == set(chain_inputs.INPUT_CLASSES) - {"plain", "no_drafts"}
+
+
+@pytest.mark.parametrize("cls", sorted(CONTROLS))
+def test_a_mistake_of_the_class_is_caught_in_it(cls, monkeypatch):
+    monkeypatch.setattr(chain_inputs, "input_classes", lambda accepts: (cls,))
+    planted, checks = CONTROLS[cls]
+    exc = first_failure("kernel_chain_acceptance", planted(DEVICE), FOUND)
+    assert exc is not None, f"{cls}: {planted.__name__} passed: {planted.__doc__}"
+    assert exc.check in checks, str(exc)
+    assert first_failure("kernel_chain_acceptance", SpecdecKernels(DEVICE), FOUND) is None
