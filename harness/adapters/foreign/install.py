@@ -11,6 +11,12 @@ side packages its speculative kernels import, in a cache folder of its own.
   set in one pip call first.
 - On CPU with Triton 3.6, numpy below 2.4 goes in the folder too: numpy 2.4 breaks the
   Triton 3.6 interpreter on loops over a loaded scalar (Triton issue #9171).
+- This environment never breaks a release: a requirement of the engine (or, in turn, of a
+  package in its folder) that this environment has at a version outside the engine's range
+  goes into the folder at that range first (`mismatched`): sglang 0.5.16's transformers pin,
+  where the user's transformers 5.24 registers a config name the release registers too.
+- A checkout (`NAME@PATH`, source.py) is served the same way over a side folder of its own
+  (`serve_checkout`), its files imported from where they are.
 The folder: $SPECDEC_FOREIGN_DIR/<dist>-<version>, by default ~/.cache/specdec/foreign."""
 from __future__ import annotations
 
