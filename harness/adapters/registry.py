@@ -1,4 +1,4 @@
-"""Which adapter `--engine NAME[@VERSION]` means, engine and kernel alike: the one place an
+"""Which adapter `--engine NAME[@VERSION|@PATH|@installed]` means, engine and kernel alike: the one place an
 engine name is resolved, and one built adapter per (engine, device, settings).
 
 Engine adapters (the black-box laws' door, protocol.py): the built-ins below, a name that an
@@ -63,7 +63,7 @@ def adapter_class(engine: str):
     if target is None:
         raise ValueError(f"--engine {engine!r}: expected one of {known_engines()} (entry point "
                          f"group {GROUP!r}), module:Class, or a kernel adapter "
-                         f"{sorted(KERNELS)}[@VERSION]")
+                         f"{sorted(KERNELS)}[@VERSION|@PATH|@installed]")
     return _load(engine, target)
 
 
