@@ -13,11 +13,12 @@ from harness.adapters.foreign import install
 from harness.adapters.foreign.remote import RemoteKernels
 from harness.adapters.foreign.source import import_root, is_path, parse_source
 from harness.adapters.registry import parse
+from test_foreign_worker import ADAPTER  # the same fake engine's kernel adapter
 
 
 def _package(root, name="fake_engine"):
     (root / name).mkdir(parents=True)
-    (root / name / "__init__.py").write_text("__version__ = '9.9.dev0'\n"
+    (root / name / "__init__.py").write_text("VERSION = '9.9.dev0'\n"
                                             "def double(x):\n    return x * 2\n")
     return root
 
@@ -53,28 +54,12 @@ def test_the_registry_takes_a_path_and_refuses_a_bad_one(tmp_path):
         parse(f"specdec-kernels@{tmp_path}")
 
 
-ADAPTER = '''
-import fake_engine
-class FakeKernels:
-    name = "fake-kernels"
-    components = frozenset()
-    why_not = {}
-    accepts = {}
-    def __init__(self, device):
-        pass
-    def version(self):
-        return fake_engine.__version__
-    def double(self, x):
-        return fake_engine.double(x)
-'''
-
-
 def test_a_checkout_is_served_as_it_is_on_disk(tmp_path):
     """The worker imports the checkout's files (an edit shows at the next start), before
     anything of the same name the side folder holds."""
     checkout, side = _package(tmp_path / "co"), tmp_path / "side"
     _package(side)  # a stale copy in the side folder must not win
-    (side / "fake_engine" / "__init__.py").write_text("__version__ = 'stale'\n")
+    (side / "fake_engine" / "__init__.py").write_text("VERSION = 'stale'\n")
     (side / "fake_adapter.py").write_text(ADAPTER)
     k = RemoteKernels("fake-kernels", target="fake_adapter:FakeKernels",
                       paths=[str(checkout), str(side)], device="cpu", env={},

@@ -23,7 +23,6 @@ import time
 import pytest
 import torch
 
-from harness.base import stop
 from harness.gate import fork_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -153,10 +152,7 @@ class Script:
         reader.start()
         while reader.is_alive() and time.monotonic() - since < bound:
             reader.join(min(0.5, max(0.0, bound - (time.monotonic() - since))))
-            if stop.reason():  # a red gate: the script is killed, the test ends as skipped
-                self.proc.kill()
-                self.proc.wait()
-                stop.check()
+            fork_server.end_if_red(self.proc)  # a red gate: the script killed, a skip
         if box and box[0]:
             self.lines.append(box[0])
         return box[0] if box else None

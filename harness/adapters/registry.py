@@ -151,7 +151,7 @@ def build_kernels(engine: str, device: str, install: bool = True):
     source = parse_source(cls.name, cls.DIST, version)
     if source.kind == "installed":
         return RemoteKernels(cls.name, target=cls.TARGET, paths=[], device=device, env=cls.ENV,
-                             release=source.label, user_site=True)
+                             release=source.spec, user_site=True)
     if source.kind == "path":
         return inst.serve_checkout(cls, source, device, log=_stderr_log)
     if not inst.installed(cls.DIST, version):

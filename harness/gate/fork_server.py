@@ -145,10 +145,15 @@ def communicate(proc, limit: float, what: str) -> tuple[str, str]:
             if time.monotonic() >= end:
                 raise
             notes.tick()
-            if stop.reason():
-                proc.kill()
-                proc.communicate()
-                stop.check()
+            end_if_red(proc)
+
+
+def end_if_red(proc) -> None:
+    """Once the gate is red: the process killed and reaped, the test ended as skipped."""
+    if stop.reason():
+        proc.kill()
+        proc.wait()
+        stop.check()
 
 
 def _await_line(sock, stream, pid: int, limit: float, what: str) -> bytes:

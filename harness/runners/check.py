@@ -46,7 +46,7 @@ def _run_chunk(name: str, report: PropertyReport, chunk_seed: int, device: str,
     report.failures += [got.failure] if got.failure else []
     report.examples += len(got.seen)
     report.covered.update(getattr(c, "axes", repr(c)) for c in got.seen)
-    report.corners.update(tag for c in got.seen for tag in getattr(c, "corners", ()))
+    report.corners.update(got.corners())
 
 
 def check(budget: float, device: str, profile: settings, out=sys.stdout) -> int:

@@ -45,6 +45,10 @@ class Chunk:
     exhausted: bool = False
     skipped: int = 0
 
+    def corners(self):
+        """Each corner tag of each case run (a case's `corners`: what `harness check` counts)."""
+        return (tag for c in self.seen for tag in getattr(c, "corners", ()))
+
 
 def run_chunk(strategy, *, check: Callable, chunk_seed: int, profile, phases,
               passed: PassedCases, runnable: Callable | None = None) -> Chunk:

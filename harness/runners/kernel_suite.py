@@ -129,7 +129,7 @@ def run_law(kernels, *, law: str, device: str, budget: float, max_examples: int 
         rep.exhausted = got.exhausted
         rep.failures += [got.failure] if got.failure else []
         rep.examples += len(got.seen)
-        rep.corners.update(tag for c in got.seen for tag in getattr(c, "corners", ()))
+        rep.corners.update(got.corners())
         chunk += 1
     rep.seconds = time.perf_counter() - t0
     return rep

@@ -138,7 +138,7 @@ def serve_checkout(adapter_cls, source, device: str = "cpu", log=print):
             (target / MARKER).write_text(json.dumps({"dist": adapter_cls.DIST,
                                                      "checkout": source.spec}, indent=1))
         return resolve(adapter_cls, paths=[str(root), str(target)], target=target, reqs=reqs,
-                       release=source.label, device=device, log=log)
+                       release=source.spec, device=device, log=log)
 
 
 def _seed(adapter_cls, *, target: Path, version: str, device: str, reqs: dict, log) -> None:
@@ -158,10 +158,9 @@ def _seed(adapter_cls, *, target: Path, version: str, device: str, reqs: dict, l
         _pip(target, *seeds)
     for _ in range(8):  # a pinned package's own pins, in turn (transformers -> tokenizers)
         wrong = mismatched(reqs, target, adapter_cls.NEVER_INSTALL)
-        for dist_info in target.glob("*.dist-info"):
-            name = dist_info.name[:-len(".dist-info")].partition("-")[0]
+        for name, _, info in _dist_infos(target):
             if name.lower() != adapter_cls.DIST:
-                wrong += mismatched(_metadata_requirements(dist_info / "METADATA"), target,
+                wrong += mismatched(_metadata_requirements(info / "METADATA"), target,
                                     adapter_cls.NEVER_INSTALL)
         wrong = sorted(set(wrong))
         if not wrong:
@@ -204,8 +203,7 @@ def mismatched(reqs: dict[str, str], target: Path, never) -> list[str]:
     from packaging.utils import canonicalize_name
     skip = {canonicalize_name(MODULE_DISTS.get(n, n)) for n in never} | {
         canonicalize_name(n) for n in never}
-    here = {canonicalize_name(i.name[:-len(".dist-info")].partition("-")[0]):
-            i.name[:-len(".dist-info")].partition("-")[2] for i in target.glob("*.dist-info")}
+    here = {canonicalize_name(name): ver for name, ver, _ in _dist_infos(target)}
     out = []
     for name, text in reqs.items():
         req = Requirement(text)
@@ -222,17 +220,15 @@ def mismatched(reqs: dict[str, str], target: Path, never) -> list[str]:
     return out
 
 
-def _metadata_requirements(meta: Path) -> dict[str, str]:
+def _parse_requirements(texts) -> dict[str, str]:
+    """canonical name -> `name<specifier>` of each requirement text that applies here
+    (extras and markers that do not hold dropped: the version range is what matters)."""
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
     out = {}
-    if not meta.exists():
-        return out
-    for line in meta.read_text(errors="replace").splitlines():
-        if not line.startswith("Requires-Dist:"):
-            continue
+    for text in texts:
         try:
-            req = Requirement(line.split(":", 1)[1].strip())
+            req = Requirement(text)
         except InvalidRequirement:
             continue
         if req.marker is not None and ("extra" in str(req.marker) or not req.marker.evaluate()):
@@ -241,27 +237,35 @@ def _metadata_requirements(meta: Path) -> dict[str, str]:
     return out
 
 
+def _metadata_requirements(meta: Path) -> dict[str, str]:
+    if not meta.exists():
+        return {}
+    return _parse_requirements(line.split(":", 1)[1].strip()
+                               for line in meta.read_text(errors="replace").splitlines()
+                               if line.startswith("Requires-Dist:"))
+
+
 def _pyproject_requirements(root: Path) -> dict[str, str]:
     """A checkout's [project] dependencies (pyproject.toml at the import root or above it)."""
     try:
         import tomllib
     except ModuleNotFoundError:  # Python 3.10: pip's vendored copy of the same parser
         from pip._vendor import tomli as tomllib
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
     for folder in (root, root.parent):
         path = folder / "pyproject.toml"
         if path.exists():
-            deps = tomllib.loads(path.read_text()).get("project", {}).get("dependencies", [])
-            out = {}
-            for text in deps:
-                try:
-                    req = Requirement(text)
-                except InvalidRequirement:
-                    continue
-                out.setdefault(canonicalize_name(req.name), f"{req.name}{req.specifier}")
-            return out
+            return _parse_requirements(
+                tomllib.loads(path.read_text()).get("project", {}).get("dependencies", []))
     return {}
+
+
+def _dist_infos(target: Path) -> list[tuple[str, str, Path]]:
+    """(name, version, folder) of each installed distribution in `target`, by name."""
+    out = []
+    for info in sorted(target.glob("*.dist-info")):
+        name, _, ver = info.name[:-len(".dist-info")].partition("-")
+        out.append((name, ver, info))
+    return out
 
 
 def _checkout_version(root: Path, dist: str) -> str:
@@ -277,9 +281,5 @@ def _checkout_version(root: Path, dist: str) -> str:
 
 def _frozen(target: Path, dist: str) -> list[str]:
     """name==version of every package in the folder but the engine itself."""
-    out = []
-    for info in sorted(target.glob("*.dist-info")):
-        name, _, ver = info.name[:-len(".dist-info")].partition("-")
-        if name.lower() != dist.lower():
-            out.append(f"{name}=={ver}")
-    return out
+    return [f"{name}=={ver}" for name, ver, _ in _dist_infos(target)
+            if name.lower() != dist.lower()]

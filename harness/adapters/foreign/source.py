@@ -27,11 +27,6 @@ class Source:
     spec: str       # what follows the "@": the release, the absolute path, "installed"
     root: str = ""  # path: the folder holding the package (first on the worker's path)
 
-    @property
-    def label(self) -> str:
-        """How the engine is named in reports and replays: NAME@<this>."""
-        return self.spec
-
 
 def is_path(text: str) -> bool:
     return os.sep in text or text.startswith((".", "~"))
