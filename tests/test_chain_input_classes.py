@@ -39,6 +39,48 @@ class MaskOnlyAtTheBonus(_Planted):
         return self.right(draft_ids, target_probs=p, **kw)
 
 
+class BansOfTheFirstRequest(_Planted):
+    """A per-request ban (allowed ids, bad words) looked up for request 0 whatever the row,
+    as an allowed-ids mask indexed by draft row instead of by its request would."""
+
+    def planted(self, draft_ids, *, target_probs, num_drafts, **kw):
+        p = target_probs.clone()
+        first = (p[0, :int(num_drafts[0]) + 1] == 0).all(0)
+        for b in range(1, p.shape[0]):
+            own = (p[b, :int(num_drafts[b]) + 1] == 0).all(0) & ~first
+            p[b][:, own] = p[b].max(-1, keepdim=True).values
+            p[b] /= p[b].sum(-1, keepdim=True)
+        return self.right(draft_ids, target_probs=p, num_drafts=num_drafts, **kw)
+
+
+class MaskedRowFindsNothing(_Planted):
+    """A search for the recovered or bonus token (a running sum against a coin) that finds
+    nothing in a fully masked (NaN) row and writes its end, V, as the token."""
+
+    def planted(self, draft_ids, *, target_probs, **kw):
+        out = self.right(draft_ids, target_probs=target_probs, **kw)
+        for b in range(out.shape[0]):
+            n = int((out[b] != -1).sum()) - 1
+            if target_probs[b, n].isnan().all():
+                out[b, n] = target_probs.shape[-1]
+        return out
+
+
+class RepeatAccepted(_Planted):
+    """A fast path for a drafter in a loop: a greedy row's draft equal to the draft it just
+    accepted is taken without comparing it with the target."""
+
+    def planted(self, draft_ids, *, num_drafts, target_probs, greedy, **kw):
+        out = self.right(draft_ids, num_drafts=num_drafts, target_probs=target_probs,
+                         greedy=greedy, **kw)
+        for b in range(out.shape[0]):
+            n, nd = int((out[b] != -1).sum()) - 1, int(num_drafts[b])
+            if bool(greedy[b]) and 1 <= n < nd and draft_ids[b, n] == draft_ids[b, n - 1]:
+                out[b, n] = draft_ids[b, n]
+                out[b, n + 1] = int(target_probs[b, n + 1].argmax())
+        return out
+
+
 class OneTokenRowsAcceptAll(_Planted):
     """A fast path for rows the sampling parameters leave one token (top-k 1): every draft
     accepted, as if the drafter could not be wrong."""
@@ -85,6 +127,9 @@ class MixedBatchAllSampled(_Planted):
 
 CONTROLS = {
     "masked_drafts": (MaskOnlyAtTheBonus, {"accepts_zero_prob"}),
+    "banned_tokens": (BansOfTheFirstRequest, {"accepts_zero_prob", "support", "greedy"}),
+    "nonfinite_rows": (MaskedRowFindsNothing, {"token_range"}),
+    "repeated_drafts": (RepeatAccepted, {"greedy"}),
     "single_token": (OneTokenRowsAcceptAll, {"accepts_zero_prob"}),
     # A dropped bonus leaves the last accepted draft reading as the recovered token.
     "batch_one": (BatchOfOneDropsTheBonus, {"shape", "recovered_support", "support"}),

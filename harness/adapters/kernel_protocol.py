@@ -59,7 +59,13 @@ token; index layouts follow docs/contract.md sections 4-6):
   sum(num_drafts[:b] + 1), its rejected drafts left in place as padding) or "packed" (the v
   tokens of each request back to back); last_token_indices[b] is the flat index of its
   last verified token (where the next draft token is sampled), source_indices (packed) the
-  verify-batch index each token comes from.
+  verify-batch index each token comes from. Optional outputs, for kernels that make them:
+  input_ids [T] (the drafter's token ids, where the verify batch's token at flat index j is
+  1000 + j and request b's next token, its last sampled one, is 2000 + b: the adapter hands
+  these ids to the engine through whatever indirection it has), num_rejected [bs],
+  query_start_loc [bs+1], seq_lens [bs] (the lengths the drafter attends to), and
+  graph_padding: dict of the entries a kernel writes past the batch for CUDA graphs
+  (last_token_indices, seq_lens, query_start_loc, draft_step).
 - DRAFT_NEXT_TOKEN: `draft_next_token(sampled [bs, W] i64 (-1 padded, as chain_sampling
   returns), discard [bs] bool, backup [bs] i64, vocab_size) -> dict(next_token [bs],
   valid_count [bs])`: the token the drafter continues from, the row's last emitted token,
@@ -78,6 +84,10 @@ from __future__ import annotations
 
 import enum
 from typing import Protocol, runtime_checkable
+
+
+# DRAFT_EXTEND_INPUTS' token ids: the verify batch's token at flat index j, request b's next.
+VERIFY_ID, NEXT_ID = 1000, 2000
 
 
 class Component(str, enum.Enum):

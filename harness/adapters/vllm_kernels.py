@@ -3,6 +3,9 @@
 release's own `accepts["variants"]`):
 
 - "classic": V1's `vllm.v1.sample.rejection_sampler.rejection_sample` (every release).
+- "entry": V1 through its public entry, `RejectionSampler.forward`, with the entry's own
+  bonus sampling and logits processing (allowed ids, bad words, penalties;
+  harness/adapters/vllm_entry.py).
 - "mrv2": Model Runner V2's probabilistic sampler, accept iff p(x) > u q(x), recovered from
   max(0, p - q) (0.19 `rejection_sampler.probabilistic_rejection_sample`, 0.21
   `probabilistic_rejection_sampler_utils`, 0.23+ `rejection_sampler_utils.rejection_sample`).
@@ -15,9 +18,11 @@ num_draft_tokens / cu_num_draft_tokens (V1) or cu_num_logits (MRV2); target prob
 passed as logits log(p) where the release takes logits (V1 0.17+, all MRV2), draft
 probabilities as log(q) to MRV2; greedy rows get vLLM's greedy temperature, sampled rows
 temperature 1 (p is already the post-temperature distribution) and their own seed, seed + b
-(V1: a torch.Generator per sampled request; MRV2: the request's seed slot); V1 takes
-the bonus token from outside: the adapter draws it (seeded) from p at the bonus position for
-sampled rows and takes the argmax for greedy rows (MRV2 samples it itself); outputs past the
+or the law's row_seeds (V1: a torch.Generator per sampled request; MRV2: the seed of the
+request's state slot, a permutation drawn from the seed); V1's rejection_sample takes the
+bonus token from outside: the adapter draws it (seeded per request) from p at the bonus
+position for sampled rows and takes the argmax for greedy rows (the entry and MRV2 sample it
+themselves); outputs past the
 emitted tokens become -1 (V1 already pads with -1, MRV2 leaves them undefined)."""
 from __future__ import annotations
 
@@ -32,7 +37,8 @@ import torch
 import triton
 import triton.language as tl
 
-from harness.adapters.kernel_protocol import DEFAULT_ACCEPTS, Component
+from harness.adapters import vllm_entry
+from harness.adapters.kernel_protocol import DEFAULT_ACCEPTS, NEXT_ID, VERIFY_ID, Component
 from harness.adapters.stubs import stub_package
 
 MRV2 = "vllm.v1.worker.gpu.spec_decode"
@@ -129,6 +135,23 @@ def _interpreter_log1p() -> None:
     libdevice.log1p = _log1p
 
 
+def _no_pinned_memory_without_accelerator() -> None:
+    """With no GPU visible vLLM picks its UnspecifiedPlatform, which claims pinned memory;
+    torch cannot pin without an accelerator, so the entry's penalties (make_tensor_with_pad)
+    would fail where vLLM's own CPU platform says False. Its CPU platform is no way out: its
+    greedy sampling calls a compiled CPU op (torch.ops._C.greedy_argmax)."""
+    from vllm.platforms import current_platform
+    if not torch.cuda.is_available() and current_platform.is_pin_memory_available():
+        type(current_platform).is_pin_memory_available = classmethod(lambda cls: False)
+
+
+# Recorded findings (docs/findings/<id>.py): the law, variant and input class they break, and
+# the releases they were reproduced on; the laws draw around them there (--with-known: not).
+KNOWN = ({"id": "vllm_0_33_block_verify_masked_row_accepts_zero_prob",
+          "laws": ("kernel_chain_acceptance",), "variant": "mrv2-block",
+          "input_class": "nonfinite_rows", "versions": ("0.33.0",)},)
+
+
 class VllmKernels:
     name = "vllm-kernels"
     DIST = "vllm"
@@ -163,14 +186,22 @@ class VllmKernels:
     }
     # The CI pin's (0.33.0); an instance reports its own release's variants.
     accepts = {**DEFAULT_ACCEPTS, "ragged_drafts": True, "greedy_rows": True,
-               "deterministic_draft": True, "variants": ("classic", "mrv2", "mrv2-block"),
+               "deterministic_draft": True,
+               "variants": ("classic", "entry", "mrv2", "mrv2-block"),
                # MRV2's probabilistic sampler is the same min(1, p/q) rule as V1's.
-               "ratio_variants": ("classic", "mrv2"),
+               "ratio_variants": ("classic", "entry", "mrv2"),
+               # Seeds per request (a generator each, or a seed slot): a row's draws
+               # follow it wherever the batch places it.
+               "row_seeds": True,
+               # "entry": penalties on CPU only (on CUDA vLLM's repetition penalty is a
+               # compiled op, vllm._C, which a pack leaves out).
+               "entry_penalties": True,
                # "padded-mrv2": MRV2's drafter-prefill kernel, the padded layout again.
                "draft_extend_layouts": ("padded", "padded-mrv2")}
 
     def __init__(self, device: str = "cpu") -> None:
         self.device = device
+        self.accepts = {**self.accepts, "entry_penalties": device == "cpu"}
         if os.environ.get("TRITON_INTERPRET") == "1":
             _interpreter_log1p()
         # On a machine with NVIDIA GPUs (NVML sees them even when CUDA_VISIBLE_DEVICES hides
@@ -178,6 +209,7 @@ class VllmKernels:
         # vllm._C_stable_libtorch, 92 MB), which a pack leaves out and which cannot load
         # without a driver; no kernel under test calls it. A loadable one is left alone.
         stub_package("vllm._C_stable_libtorch")
+        _no_pinned_memory_without_accelerator()
         from vllm.v1.sample import metadata, rejection_sampler
         self._v1, self._meta = rejection_sampler, metadata.SamplingMetadata
         self._greedy_temp = float(getattr(rejection_sampler.GREEDY_TEMPERATURE, "value",
@@ -197,100 +229,169 @@ class VllmKernels:
         gumbel = _optional("vllm.v1.worker.gpu.sample.gumbel", "gumbel_sample")
         self._strict = strict and gumbel and (strict[0], gumbel[0])
         params = inspect.signature(self._mrv2).parameters if self._mrv2 else {}
+        self._find_entry(rejection_sampler)
         self.accepts = {**self.accepts, "variants": tuple(
-            v for v, ok in (("classic", True), ("mrv2", self._mrv2),
+            v for v, ok in (("classic", True), ("entry", self._entry_form), ("mrv2", self._mrv2),
                             ("mrv2-block", "use_block_verification" in params),
                             ("mrv2-strict", self._strict)) if ok)}
         self._mrv2_needs_q = self._mrv2 and params["draft_logits"].annotation in (
             torch.Tensor, "torch.Tensor")  # 0.19: no path for drafts without logits
         self._find_draft_input_kernels()
+        self.accepts["known"] = [k for k in KNOWN if self.version() in k["versions"]]
+
+    def _find_entry(self, rejection_sampler) -> None:
+        """V1's public entry (RejectionSampler.forward), its Sampler (the bonus; a batch
+        without drafts), SpecDecodeMetadata and the logits-processor holder."""
+        from vllm.v1.sample.sampler import Sampler
+        self._entry_form = vllm_entry.entry_signature(rejection_sampler.RejectionSampler)
+        spec = _optional("vllm.v1.spec_decode.metadata", "SpecDecodeMetadata")
+        procs = _optional("vllm.v1.sample.logits_processor", "LogitsProcessors")
+        self._logits_procs = procs and procs[0]
+        if not (self._entry_form and spec):
+            self._entry_form = None
+            return
+        self._spec_meta = spec[0]
+        self._sampler = Sampler()
+        init = inspect.signature(rejection_sampler.RejectionSampler.__init__).parameters
+        self._rejection_sampler = (rejection_sampler.RejectionSampler(self._sampler)
+                                   if "sampler" in init else
+                                   rejection_sampler.RejectionSampler())
 
     def version(self) -> str:
         import vllm
         return vllm.__version__
 
     def chain_sampling(self, draft_ids, *, num_drafts, draft_probs, target_probs, greedy, seed,
-                       variant):
+                       variant, row_seeds=None):
         if variant not in self.accepts["variants"]:
             raise ValueError(f"vllm {self.version()} has no variant {variant!r}; it has "
                              f"{self.accepts['variants']}")
         bs, k = draft_ids.shape
-        seeds = seed + torch.arange(bs)  # request b's own seed (its generator / seed slot)
+        # request b's own seed (its generator / seed slot)
+        seeds = seed + torch.arange(bs) if row_seeds is None else row_seeds.long()
+        kw = dict(num_drafts=num_drafts, draft_probs=draft_probs, target_probs=target_probs,
+                  greedy=greedy, seeds=seeds)
         if variant == "classic":
-            out = self._classic(draft_ids, num_drafts=num_drafts, draft_probs=draft_probs,
-                                target_probs=target_probs, greedy=greedy,
-                                seeds=seeds, seed=seed)
+            out = self._classic(draft_ids, **kw)
+        elif variant == "entry":
+            out = self._entry(draft_ids, seed=seed, **kw)
         else:
-            out = self._model_runner_v2(draft_ids, num_drafts=num_drafts, draft_probs=draft_probs,
-                                        target_probs=target_probs,
-                                        greedy=greedy, seeds=seeds, variant=variant)
+            out = self._model_runner_v2(draft_ids, variant=variant, seed=seed, **kw)
         return torch.nn.functional.pad(out.long().cpu(), (0, k + 1 - out.shape[1]), value=-1)
 
-    def _classic(self, draft_ids, *, num_drafts, draft_probs, target_probs, greedy, seeds, seed):
-        """V1, as GPUModelRunner + RejectionSampler.forward call it: flat drafts, the
-        request's target rows up to its drafts, the bonus sampled beforehand."""
+    def _flat(self, t, num_drafts):
+        """Request b's first num_drafts[b] rows of t, back to back (vLLM's flat drafts)."""
+        n = num_drafts.tolist()
+        return t[[b for b in range(len(n)) for _ in range(n[b])],
+                 [i for b in range(len(n)) for i in range(n[b])]]
+
+    def _v1_metadata(self, greedy, seeds, **known):
+        """SamplingMetadata as V1's InputBatch makes it: greedy rows at vLLM's greedy
+        temperature, a generator per seeded (sampled) request."""
+        dev = self.device
+        temp = torch.where(greedy, self._greedy_temp, 1.0).float()
+        gens = {b: torch.Generator(dev).manual_seed(int(seeds[b]))
+                for b in range(len(greedy)) if not greedy[b]}
+        return vllm_entry.sampling_metadata(
+            self._meta, self._logits_procs, temperature=temp, greedy=greedy, generators=gens,
+            device=dev, **known)
+
+    def _classic(self, draft_ids, *, num_drafts, draft_probs, target_probs, greedy, seeds):
+        """V1's rejection_sample, as RejectionSampler.forward calls it: flat drafts, the
+        request's target rows up to its drafts, the bonus sampled beforehand (here from p,
+        by request b's own generator seeded seeds[b] ^ 0x5EED)."""
         n = num_drafts.tolist()
         bs, dev = len(n), self.device
-        rows = [(b, i) for b in range(bs) for i in range(n[b])]
-        take = (lambda t: t[[b for b, _ in rows], [i for _, i in rows]])
-        p = take(target_probs).float()
-        tgt = p.log() if self._v1_logits else p
-        q = None if draft_probs is None else take(draft_probs).float().contiguous().to(dev)
-        bonus_gen = torch.Generator().manual_seed(seed ^ 0x5EED)
-        bonus = [int(target_probs[b, n[b]].argmax()) if greedy[b] else
-                 int(torch.multinomial(target_probs[b, n[b]], 1, generator=bonus_gen))
+        p = self._flat(target_probs, num_drafts).float()
+        tgt = vllm_entry.as_logits(p) if self._v1_logits else p
+        q = (None if draft_probs is None
+             else self._flat(draft_probs, num_drafts).float().contiguous().to(dev))
+        # argmax for greedy rows and fully masked ones (an all -inf row's argmax: token 0)
+        bonus = [int(target_probs[b, n[b]].nan_to_num(-1.0).argmax())
+                 if greedy[b] or target_probs[b, n[b]].isnan().any() else
+                 int(torch.multinomial(target_probs[b, n[b]], 1, generator=torch.Generator()
+                                       .manual_seed(int(seeds[b]) ^ 0x5EED)))
                  for b in range(bs)]
-        all_greedy, all_random = bool(greedy.all()), not bool(greedy.any())
-        temp = torch.where(greedy, self._greedy_temp, 1.0).float().to(dev)
-        known = {"temperature": None if all_greedy else temp, "all_greedy": all_greedy,
-                 "all_random": all_random, "generators": {
-                     b: torch.Generator(dev).manual_seed(int(seeds[b]))
-                     for b in range(bs) if not greedy[b]},
-                 "no_penalties": True, "output_token_ids": [[] for _ in range(bs)],
-                 "bad_words_token_ids": {}, "min_tokens": {}, "logit_bias": [None] * bs}
-        meta = self._meta(**{f.name: known.get(f.name) for f in dataclasses.fields(self._meta)
-                             if f.name in known or (f.default is dataclasses.MISSING
-                                                    and f.default_factory is dataclasses.MISSING)})
+        rows = [draft_ids[b, :n[b]].tolist() for b in range(bs)]
+        meta = self._v1_metadata(greedy, seeds, proc=vllm_entry.Processing(None, {}, None),
+                                 draft_rows=rows, vocab=target_probs.shape[2])
         cu = torch.tensor(n, dtype=torch.int32).cumsum(0, dtype=torch.int32)
         return self._v1.rejection_sample(
-            take(draft_ids).to(torch.int32).to(dev), n, max(n), cu.to(dev), q,
-            tgt.contiguous().to(dev), torch.tensor(bonus, dtype=torch.int64)[:, None].to(dev),
-            meta)
+            self._flat(draft_ids, num_drafts).to(torch.int32).to(dev), n, max(n), cu.to(dev),
+            q, tgt.contiguous().to(dev),
+            torch.tensor(bonus, dtype=torch.int64)[:, None].to(dev), meta)
+
+    def _entry(self, draft_ids, *, num_drafts, draft_probs, target_probs, greedy, seeds, seed):
+        """V1 through RejectionSampler.forward (harness/adapters/vllm_entry.py): the entry
+        samples the bonus, applies the requests' allowed ids, bad words and penalties; a
+        batch without drafts goes to the plain Sampler, as the runner sends it."""
+        n = num_drafts.tolist()
+        bs, dev = len(n), self.device
+        rows = [draft_ids[b, :n[b]].tolist() for b in range(bs)]
+        proc = vllm_entry.processing(target_probs, num_drafts, seeds, seed,
+                                     penalties=self.accepts["entry_penalties"])
+        logits = vllm_entry.logits_for(target_probs, draft_ids, num_drafts, proc).to(dev)
+        meta = self._v1_metadata(greedy, seeds, proc=proc, draft_rows=rows,
+                                 vocab=target_probs.shape[2])
+        q = (None if draft_probs is None
+             else self._flat(draft_probs, num_drafts).float().contiguous().to(dev))
+        if sum(n) == 0:
+            return self._sampler(logits, meta).sampled_token_ids
+        spec = vllm_entry.spec_metadata(self._spec_meta, rows, dev)
+        if self._entry_form == "logits":
+            return self._rejection_sampler(spec, q, logits, meta).sampled_token_ids
+        bonus = self._sampler(logits[spec.bonus_logits_indices.long()], meta).sampled_token_ids
+        return self._rejection_sampler(spec, q, logits[spec.target_logits_indices.long()],
+                                       bonus.view(-1, 1), meta).sampled_token_ids
 
     def _model_runner_v2(self, draft_ids, *, num_drafts, draft_probs, target_probs, greedy,
-                         seeds, variant):
+                         seeds, variant, seed):
         """MRV2, as its RejectionSampler calls it: one logits row per draft plus the bonus
         row per request, draft_sampled holding each row's input token (the drafts after the
-        request's first row), draft logits per (request state, step)."""
+        request's first row). Temperature, seed and draft logits live per request state
+        (max_num_reqs slots, [slot, step, V] for the draft logits), reached through
+        idx_mapping / expanded_idx_mapping: request b sits in a slot drawn from `seed` (a
+        permutation, never the identity by construction), and the free slots hold values
+        that change the answer if read (temperature 0, a one-hot draft, seed -1)."""
         n = num_drafts.tolist()
-        bs, k, dev = len(n), draft_ids.shape[1], self.device
+        bs, k, vocab, dev = len(n), draft_ids.shape[1], target_probs.shape[2], self.device
+        slots = bs + 2
+        state = torch.randperm(slots, generator=torch.Generator().manual_seed(seed))[:bs]
         req = torch.repeat_interleave(torch.arange(bs), torch.tensor(n) + 1)
         local = torch.cat([torch.arange(m + 1) for m in n])
-        logits = target_probs[req, local].float().log().contiguous()
+        logits = vllm_entry.as_logits(target_probs[req, local]).contiguous()
         draft_sampled = torch.cat([torch.cat([torch.zeros(1, dtype=torch.int64),
                                               draft_ids[b, :m]]) for b, m in enumerate(n)])
         cu = torch.cat([torch.zeros(1, dtype=torch.int32), (torch.tensor(n) + 1).cumsum(0)
                         .int()])
         pos = (local + 16).long()  # positions past a notional 16-token prompt
-        temp = torch.where(greedy, 0.0, 1.0).float()
+        temp = torch.zeros(slots).index_copy_(0, state, torch.where(greedy, 0.0, 1.0).float())
+        slot_seeds = torch.full((slots,), -1, dtype=torch.int64).index_copy_(0, state,
+                                                                             seeds.long())
+        expanded = state[req].int()
         d = lambda t: t.to(dev)  # noqa: E731
-        common = [d(cu), d(pos), d(torch.arange(bs, dtype=torch.int32)), d(req.int()),
-                  d(local.int()), d(temp), d(seeds.long()), k]
+        common = [d(cu), d(pos), d(state.int()), d(expanded), d(local.int()), d(temp),
+                  d(slot_seeds), k]
         if variant == "mrv2-strict":
             strict, gumbel = self._strict
             gp = inspect.signature(gumbel).parameters
             if "idx_mapping" in gp or "expanded_idx_mapping" in gp:
-                sample = gumbel(d(logits), d(req.int()), d(temp), d(seeds.long()), d(pos),
+                sample = gumbel(d(logits), d(expanded), d(temp), d(slot_seeds), d(pos),
                                 apply_temperature=False)
             else:  # 0.13: per-row temperature and seed
-                sample = gumbel(d(logits), d(temp[req]), d(seeds.long()[req]), d(pos),
-                                apply_temperature=False)
+                sample = gumbel(d(logits), d(temp[expanded.long()]),
+                                d(slot_seeds[expanded.long()]), d(pos), apply_temperature=False)
             sampled, num = strict(sample.view(-1), d(draft_sampled.int()), d(cu), k)
         else:
             q = draft_probs
             if q is None and self._mrv2_needs_q:  # 0.19: a one-hot draft distribution
                 q = torch.zeros_like(target_probs[:, :k]).scatter_(2, draft_ids[..., None], 1.0)
-            q_logits = None if q is None else d(q.float().log().contiguous())
+            q_logits = None
+            if q is not None:  # free slots: a one-hot draft on token 0
+                per_slot = torch.zeros(slots, k, vocab)
+                per_slot[:, :, 0] = 1.0
+                per_slot[state] = q.float()
+                q_logits = d(vllm_entry.as_logits(per_slot).contiguous())
             extra = {"use_block_verification": True} if variant == "mrv2-block" else {}
             sampled, num = self._mrv2(d(logits), q_logits, d(draft_sampled.int()), *common,
                                       **extra)
@@ -346,7 +447,8 @@ class VllmKernels:
                      if "num_rejected_tokens_gpu_ptr" in self._padded.arg_names else [])
             self._padded[(bs,)](i32(num_drafts.cumsum(0)), i32(num_accepted + 1), i32(cu_query),
                                 out, *extra, bs)
-            return {"positions": None, "last_token_indices": out.cpu(), "source_indices": None}
+            return {"positions": None, "last_token_indices": out.cpu(), "source_indices": None,
+                    "num_rejected": extra[0].cpu() if extra else None}
         cu_tokens = torch.cat([zero, (num_accepted + 1).cumsum(0)])
         out = torch.empty(int(cu_tokens[-1]), dtype=torch.int32, device=self.device)
         self._packed[(bs,)](out, i32(cu_query), i32(cu_tokens), BLOCK_SIZE=1024)
@@ -357,8 +459,9 @@ class VllmKernels:
         after the round: the target's batch (query_start_loc, positions, input ids, seq_lens
         after the round), num_sampled = accepted + 1 and num_rejected = drafts - accepted
         (get_num_sampled_and_rejected), last_sampled / next_prefill_tokens per request state
-        through idx_mapping. The drafter's input ids (the target's shifted by one, the
-        sampled token last) have no slot in the form; they are not returned."""
+        through idx_mapping. Every output is returned: the drafter's input ids (the
+        target's shifted by one, the sampled token last), positions, query_start_loc,
+        seq_lens and what the kernel pads past the batch for CUDA graphs."""
         bs, total = num_drafts.shape[0], int((num_drafts + 1).sum())
         slots = bs + 2  # max_num_reqs: the kernel pads the slots past num_reqs
         dev, i32 = self.device, torch.int32
@@ -366,6 +469,11 @@ class VllmKernels:
         zero = torch.zeros(1, dtype=torch.int64)
         verify_pos = torch.cat([s + torch.arange(n + 1) for s, n in
                                 zip(seq_lens.tolist(), num_drafts.tolist())])
+        # Request b's state sits in slot bs + 1 - b (never the identity), so a lookup by
+        # batch index shows; the free slots' tokens are -5.
+        state = bs + 1 - torch.arange(bs)
+        last_sampled = torch.full((slots,), -5, dtype=torch.int64)
+        last_sampled[state] = NEXT_ID + torch.arange(bs)
         args = {  # outputs get sentinels, so entries the kernel leaves stay visible
             "last_token_indices": torch.full((slots,), -7, dtype=torch.int64, device=dev),
             "draft_current_step": torch.full((1,), 9, dtype=torch.int64, device=dev),
@@ -373,12 +481,11 @@ class VllmKernels:
             "draft_positions": torch.full((total,), -7, dtype=torch.int64, device=dev),
             "draft_query_start_loc": torch.full((slots + 1,), -7, dtype=i32, device=dev),
             "draft_seq_lens": torch.full((slots,), -7, dtype=i32, device=dev),
-            "target_input_ids": idx(torch.arange(total) + 100),
+            "target_input_ids": idx(torch.arange(total) + VERIFY_ID),
             "target_positions": idx(verify_pos, torch.int64),
-            # Request b's state sits in slot bs - 1 - b, so a lookup by batch index shows.
-            "idx_mapping": idx(torch.arange(bs - 1, -1, -1)),
-            "last_sampled": idx(torch.arange(slots) + 50, torch.int64),
-            "next_prefill_tokens": idx(torch.arange(slots) + 70),
+            "idx_mapping": idx(state),
+            "last_sampled": idx(last_sampled, torch.int64),
+            "next_prefill_tokens": idx(torch.full((slots,), -6)),
             "num_sampled": idx(num_accepted + 1), "num_rejected": idx(num_drafts - num_accepted),
             "query_start_loc": idx(torch.cat([zero, (num_drafts + 1).cumsum(0)])),
             "seq_lens": idx(seq_lens + num_drafts + 1), "max_num_reqs": slots}
@@ -390,9 +497,16 @@ class VllmKernels:
             raise TypeError(f"{kernel.fn.__name__}{tuple(names)}: the adapter has no "
                             f"{sorted(set(canon) - set(args))}; teach it this release's kernel")
         kernel[(bs,)](*[args[c] for c in canon], BLOCK_SIZE=1024)
-        return {"positions": args["draft_positions"].cpu(),
-                "last_token_indices": args["last_token_indices"][:bs].cpu(),
-                "source_indices": None}
+        out = {k: v.cpu() for k, v in args.items() if isinstance(v, torch.Tensor)}
+        return {"positions": out["draft_positions"],
+                "last_token_indices": out["last_token_indices"][:bs],
+                "source_indices": None, "input_ids": out["draft_input_ids"],
+                "query_start_loc": out["draft_query_start_loc"][:bs + 1],
+                "seq_lens": out["draft_seq_lens"][:bs],
+                "graph_padding": {"last_token_indices": out["last_token_indices"][bs:],
+                                  "query_start_loc": out["draft_query_start_loc"][bs + 1:],
+                                  "seq_lens": out["draft_seq_lens"][bs:],
+                                  "draft_step": out["draft_current_step"]}}
 
     def draft_next_token(self, sampled, discard, backup, vocab_size):
         """As prepare_next_token_ids_padded calls it: int32 sampled rows, a bool mask."""

@@ -16,7 +16,14 @@ lossless (Leviathan et al. 2023, Chen et al. 2023; docs/contract.md section 12):
 - a greedy row is exact: it accepts drafts while they are the target's argmax, then emits
   the argmax at the first mismatch (or the bonus position).
 
-Every example is drawn in one of the input classes a serving engine's sampler metadata makes
+A fully masked row (NaN after the softmax over all -inf) defines no distribution: at a
+position whose target row is masked, or whose draft row is masked when its draft is rejected
+(max(0, p - q) is NaN there), the policy is an id in [0, V), never a placeholder; every other
+position keeps every rule above (a draft of target probability 0 is never accepted, whatever
+its q).
+
+Every example runs its batch through every variant the adapter has (the drawn one first) and
+is drawn in one of the input classes a serving engine's sampler metadata makes
 (harness/strategies/chain_inputs.py: one-token rows, masked drafts, full chains, a batch of
 one, mixed greedy and sampled rows, rows without drafts); the rules above are their policy:
 never an id outside [0, V) nor a placeholder, never a token of target probability 0.
@@ -27,6 +34,7 @@ from __future__ import annotations
 
 from harness.adapters.kernel_protocol import Component
 from harness.base.failure import OracleFailure
+from harness.base.known import include_known
 from harness.laws.declaration import Law
 from harness.strategies.chain_inputs import chain_batch, chain_knobs
 from harness.strategies.kernel_inputs import KernelCase, kernel_cases
@@ -53,12 +61,24 @@ def cases(kernels):
     return kernel_cases(NAME, kernels, chain_knobs(kernels.accepts))
 
 
-def run(kernels, case: KernelCase, batch: dict, seed: int):
+def run(kernels, batch: dict, seed: int, variant: str):
     return kernels.chain_sampling(batch["draft_ids"], num_drafts=batch["num_drafts"],
                                   draft_probs=batch["draft_probs"],
                                   target_probs=batch["target_probs"], greedy=batch["greedy"],
-                                  seed=seed,
-                                  variant=case.knobs["variant"])
+                                  seed=seed, variant=variant)
+
+
+def variants(kernels, case: KernelCase, law: str = NAME) -> tuple:
+    """Every variant the adapter has, the drawn one first: an example's batch goes through
+    each (V1's kernel and its public entry, MRV2's samplers), so a few examples reach all.
+    A recorded finding of this release (accepts["known"]: its law, variant and input class,
+    docs/findings/) is drawn around unless SPECDEC_KNOWN_FINDINGS=include (`--with-known`)."""
+    have = tuple(kernels.accepts.get("variants", ("classic",)))
+    first = case.knobs["variant"]
+    known = () if include_known() else kernels.accepts.get("known", ())
+    skip = {k["variant"] for k in known if law in k["laws"]
+            and k["input_class"] == case.knobs.get("input_class", "plain")}
+    return tuple(v for v in (first,) + tuple(v for v in have if v != first) if v not in skip)
 
 
 def _greedy_row(d: list[int], nd: int, p) -> list[int]:
@@ -71,12 +91,20 @@ def _greedy_row(d: list[int], nd: int, p) -> list[int]:
     return out + [int(p[nd].argmax())]
 
 
+def _finite(rows) -> list[bool]:
+    return [bool(r.isfinite().all()) for r in rows]
+
+
 def check_row(b: int, row: list[int], batch: dict, ratio_rule: bool) -> int:
-    """The rules above for row b; returns its accepted drafts."""
+    """The rules above for row b; returns its accepted drafts. A fully masked (NaN) row
+    defines no distribution: at its position the law asks only for an id in [0, V), and a
+    greedy row's walk is exact up to a masked target row."""
     d = batch["draft_ids"][b].tolist()
     nd = int(batch["num_drafts"][b])
     p, q = batch["target_probs"][b], batch["draft_probs"]
     q = None if q is None else q[b]
+    p_ok, q_ok = _finite(p), [True] * len(d) if q is None else _finite(q)
+    vocab = p.shape[-1]
     where = f"row {b}: drafts {d[:nd]} ({nd} of {len(d)}), output {row}"
     m = next((i for i, t in enumerate(row) if t == -1), len(row))
     if not 1 <= m <= nd + 1 or any(t != -1 for t in row[m:]):
@@ -85,17 +113,27 @@ def check_row(b: int, row: list[int], batch: dict, ratio_rule: bool) -> int:
     if row[:n] != d[:n]:
         raise OracleFailure(NAME, "accepted_prefix", f"the first {n} tokens are not the "
                             f"drafts; {where}")
+    if not 0 <= row[n] < vocab:
+        raise OracleFailure(NAME, "token_range", f"token {row[n]} at position {n} is outside "
+                            f"[0, {vocab}); {where}")
     if bool(batch["greedy"][b]):
+        masked = next((i for i in range(nd + 1) if not p_ok[i]), None)
         want = _greedy_row(d, nd, p)
-        if row[:m] != want:
+        if masked is not None and len(want) > masked:  # the walk reaches a masked row
+            if row[:masked] != want[:masked]:
+                raise OracleFailure(NAME, "greedy", f"greedy row: expected {want[:masked]} "
+                                    f"before the masked row at {masked}; {where}")
+        elif row[:m] != want:
             raise OracleFailure(NAME, "greedy", f"greedy row: expected {want}; {where}")
         return n
     for i in range(n):
-        if float(p[i, d[i]]) == 0.0:
+        if p_ok[i] and float(p[i, d[i]]) == 0.0:
             raise OracleFailure(NAME, "accepts_zero_prob", f"draft {i} (token {d[i]}) has "
                                 f"target probability 0 and was accepted; {where}")
+    if not p_ok[n] or (n < nd and not q_ok[n]):  # no distribution to draw from there
+        return n
     last, pl = row[n], p[n].tolist()
-    if not 0 <= last < len(pl) or pl[last] == 0.0:
+    if pl[last] == 0.0:
         raise OracleFailure(NAME, "support", f"token {last} at position {n} has target "
                             f"probability 0 (row {[round(x, 4) for x in pl]}); {where}")
     if not ratio_rule or n == nd:
@@ -114,9 +152,15 @@ def check_row(b: int, row: list[int], batch: dict, ratio_rule: bool) -> int:
 
 def check(kernels, case: KernelCase) -> dict:
     batch = chain_batch(case)
-    out = run(kernels, case, batch, case.seed).tolist()
-    accepted = sum(check_row(b, row, batch, case.knobs["ratio_rule"])
-                   for b, row in enumerate(out))
+    ratio = kernels.accepts.get("ratio_variants", ("classic",))
+    accepted = 0
+    for variant in variants(kernels, case):
+        out = run(kernels, batch, case.seed, variant).tolist()
+        try:
+            accepted += sum(check_row(b, row, batch, variant in ratio)
+                            for b, row in enumerate(out))
+        except OracleFailure as exc:
+            raise OracleFailure(NAME, exc.check, f"variant {variant}: {exc.detail}") from None
     return {"accepted": accepted}
 
 

@@ -10,6 +10,11 @@ round verified, where the contract puts it (harness/references/draft_inputs.py):
   last_token_indices[b] = the flat index of its last verified token (where the next draft
   token is sampled); packed source_indices = the verify-batch index of each token. Every
   output the kernel makes is checked; padded entries past v are padding (not checked).
+  Where the kernel makes them: the drafter's input ids (the verified tokens shifted by one,
+  the request's next token at its last index), num_rejected = drafts - accepted, the
+  drafter's query_start_loc and seq_lens (the verify batch's own, rejected drafts included,
+  in the padded layout), and the entries a kernel pads past the batch for CUDA graphs
+  (last_token_indices and seq_lens 0, query_start_loc the total, the draft step 0).
 - draft next token: a kept request continues from its row's last emitted token (the
   accepted drafts, then the bonus or recovered token, then -1), valid_count = the emitted
   tokens; a row that emitted none, or a discarded request, takes its backup token (a
@@ -83,7 +88,19 @@ def _extend(kernels, case: KernelCase) -> int:
         raise OracleFailure(NAME, "last_token_indices", f"last_token_indices "
                             f"{outs['last_token_indices']}, reference "
                             f"{want['last_token_indices']}; {where}")
-    for key in ("positions", "source_indices"):
+    for key in ("num_rejected", "seq_lens", "query_start_loc"):
+        have = _list(got.get(key))
+        if have is not None and have != want[key]:
+            raise OracleFailure(NAME, key, f"{key} {have}, reference {want[key]}; {where}")
+    pad = got.get("graph_padding") or {}
+    for key, value in (("last_token_indices", 0), ("seq_lens", 0),
+                       ("query_start_loc", want["total"]), ("draft_step", 0)):
+        have = _list(pad.get(key))
+        if have is not None and any(v != value for v in have):
+            raise OracleFailure(NAME, f"padding_{key}", f"{key} past the batch (CUDA-graph "
+                                f"padding) {have}, expected {value} each; {where}")
+    outs["input_ids"] = _list(got.get("input_ids"))
+    for key in ("positions", "source_indices", "input_ids"):
         have, ref = outs[key], want[key]
         if have is None or ref is None:
             continue

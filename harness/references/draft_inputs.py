@@ -7,6 +7,8 @@ verified (the pending token and the accepted drafts: their hidden states, with t
 after them, feed the drafter's next forward)."""
 from __future__ import annotations
 
+from harness.adapters.kernel_protocol import NEXT_ID, VERIFY_ID
+
 
 def starts(widths: list[int]) -> list[int]:
     """Exclusive prefix sums: where each request's run begins in a flat batch."""
@@ -30,10 +32,26 @@ def draft_extend(seq_lens: list[int], num_drafts: list[int], num_accepted: list[
         for i in range(v):
             positions[start[b] + i] = s + i
             source[start[b] + i] = verify_start[b] + i
-    return {"positions": positions,
-            "last_token_indices": [start[b] + v - 1 for b, v in enumerate(verified)],
+    last = [start[b] + v - 1 for b, v in enumerate(verified)]
+    # The drafter's input ids: the verified tokens shifted by one (each position takes the
+    # token after it), the request's next token last (VERIFY_ID + flat verify index,
+    # NEXT_ID + request: the ids the form hands the engine).
+    input_ids = {}
+    for b, v in enumerate(verified):
+        for i in range(v - 1):
+            input_ids[start[b] + i] = VERIFY_ID + verify_start[b] + i + 1
+        input_ids[last[b]] = NEXT_ID + b
+    total = sum(num_drafts) + len(num_drafts) if layout == "padded" else sum(verified)
+    return {"positions": positions, "last_token_indices": last,
             "source_indices": source if layout == "packed" else None,
-            "total": sum(num_drafts) + len(num_drafts) if layout == "padded" else sum(verified)}
+            "input_ids": input_ids,
+            "num_rejected": [n - a for n, a in zip(num_drafts, num_accepted)],
+            "query_start_loc": start + [total],
+            # the drafter attends to what the verify round wrote, rejected drafts included
+            # (a padded layout keeps their slots; the next round overwrites them)
+            "seq_lens": [s + n + 1 for s, n in zip(seq_lens, num_drafts)]
+            if layout == "padded" else [s + v for s, v in zip(seq_lens, verified)],
+            "total": total}
 
 
 def next_token(sampled: list[list[int]], discard: list[bool], backup: list[int]) -> dict:

@@ -9,7 +9,7 @@ import time
 
 from harness.adapters.registry import default_adapter
 from harness.runners.chunks import PassedCases, run_chunk
-from harness.strategies.engine_cases import include_known
+from harness.base.known import include_known
 from harness.runners.engine_suite import (ENGINE_LAWS, WHITE_BOX, not_applicable, phases,
                                           repro_command, run_case)
 

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import settings
 
 from harness.adapters.registry import get_kernels, is_kernel_engine
-from harness.runners.kernel_suite import CPU_EXAMPLES, KERNEL_LAWS, law_test, not_applicable
+from harness.runners.kernel_suite import (KERNEL_LAWS, cpu_examples, law_test,
+                                         not_applicable)
 from harness.strategies.runs import default_device
 
 DEVICE = default_device()
@@ -31,6 +32,6 @@ def test_kernel_law(kernel_engine, law):
         pytest.skip(f"{law} on {kernel_engine}: {reason}")
     # CPU CI: a few examples per law (the interpreter is slow); nightly and a GPU: the profile's.
     cpu_tier = DEVICE == "cpu" and settings._current_profile != "nightly"
-    n = (max(1, CPU_EXAMPLES // KERNEL_LAWS[law].fraction) if cpu_tier
+    n = (max(1, cpu_examples(kernel_engine) // KERNEL_LAWS[law].fraction) if cpu_tier
          else settings.default.max_examples)
     law_test(law, kernels, DEVICE, n)()

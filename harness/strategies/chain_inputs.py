@@ -12,6 +12,15 @@ the inputs a serving engine's own sampler metadata makes, which a random draw me
 - masked_drafts: every sampled row's drafts have target probability exactly 0 (a grammar,
   allowed-ids or bad-words mask on the target that the drafter did not see); the drafter's
   own q still proposed them;
+- banned_tokens: every row has tokens of target probability 0 at all its positions, its
+  drafts among them (a request's allowed ids, its one-token bad words: what a request bans
+  for its whole length, which an adapter may hand over through the engine's own request
+  metadata rather than as zeros);
+- nonfinite_rows: fully masked rows (NaN after the softmax over all -inf): the target's at
+  one position of some requests, and some of their draft rows;
+- repeated_drafts: a drafter in a repetition loop: every row drafts one token again and
+  again (a greedy row its target's first choice), greedy and sampled rows, at least two
+  drafts: what penalties count draft by draft (presence, frequency, repetition);
 - full_drafts: every row drafts the most tokens drawn (K = 4), none ragged;
 - batch_one: a batch of one request;
 - mixed_greedy: greedy and sampled rows in one batch, both kinds present (where the
@@ -28,8 +37,8 @@ from hypothesis import strategies as st
 from harness.strategies.kernel_inputs import KernelCase
 
 
-INPUT_CLASSES = ("plain", "single_token", "masked_drafts", "full_drafts", "batch_one",
-                 "mixed_greedy", "no_drafts")
+INPUT_CLASSES = ("plain", "single_token", "masked_drafts", "banned_tokens", "nonfinite_rows",
+                 "repeated_drafts", "full_drafts", "batch_one", "mixed_greedy", "no_drafts")
 MAX_K = 4
 
 
@@ -68,6 +77,9 @@ def chain_knobs(draw, accepts: dict, max_bs: int = 6) -> dict:
         knobs.update(greedy="none")  # a greedy row takes the argmax: no draft is masked for it
     elif cls == "no_drafts":
         knobs.update(ragged=True)
+    elif cls == "repeated_drafts":
+        knobs.update(k=max(2, knobs["k"]), ragged=False,
+                     greedy="some" if accepts.get("greedy_rows") else "none")
     return knobs
 
 
@@ -123,6 +135,17 @@ def chain_batch(case: KernelCase) -> dict:
                     rng.randrange(2**31))))
             if cls == "masked_drafts":
                 _mask(target[b, i], int(ids[b, i]), rng)
+    if cls == "banned_tokens":
+        for b in range(bs):
+            _ban(target[b], ids[b, :int(num[b])].tolist(), rng, bool(greedy[b]))
+    if cls == "nonfinite_rows":
+        _nonfinite(target, draft, num, rng)
+    if cls == "repeated_drafts":
+        for b in range(bs):
+            t = int(target[b, 0].argmax()) if bool(greedy[b]) else int(ids[b, 0])
+            ids[b] = t
+            loop = torch.nn.functional.one_hot(torch.tensor(t), V).float()
+            draft[b] = (draft[b] + loop) / 2  # the drafter's q keeps t likely
     return {"draft_ids": ids, "num_drafts": num, "target_probs": target, "greedy": greedy,
             "draft_probs": None if k["deterministic"] else draft}
 
@@ -134,6 +157,39 @@ def _mask(p: torch.Tensor, token: int, rng: random.Random) -> None:
     if float(p.sum()) == 0.0:
         p[rng.choice([t for t in range(p.numel()) if t != token])] = 1.0
     p /= p.sum()
+
+
+def _ban(rows: torch.Tensor, drafts: list[int], rng: random.Random, greedy: bool) -> None:
+    """rows [K+1, V] (in place) with a banned set at probability 0 in every row: the last
+    draft (the position a per-draft loop's bound reaches last) and another, when there are
+    any, and a random token or two; at least one token stays allowed, and a greedy row keeps
+    a unique maximum."""
+    vocab = rows.shape[1]
+    banned = {drafts[-1], rng.choice(drafts)} if drafts else set()
+    banned |= {rng.randrange(vocab) for _ in range(rng.randint(1, 2))}
+    if len(banned) >= vocab:
+        banned.discard(next(iter(banned)))
+    allowed = [t for t in range(vocab) if t not in banned]
+    for p in rows:
+        p[sorted(banned)] = 0.0
+        if float(p.sum()) == 0.0:
+            p[rng.choice(allowed)] = 1.0
+        if greedy and int((p == p.max()).sum()) > 1:
+            p[int(p.argmax())] += float(p.max())
+        p /= p.sum()
+
+
+def _nonfinite(target: torch.Tensor, draft: torch.Tensor, num: torch.Tensor,
+               rng: random.Random) -> None:
+    """Fully masked rows, as a softmax over all -inf leaves them (NaN): the target's at one
+    position of some requests (a draft, recovered or bonus position), and some draft rows
+    (the drafter's own mask emptied a row after it proposed)."""
+    bs = target.shape[0]
+    rows = [b for b in range(bs) if rng.random() < 0.5] or [rng.randrange(bs)]
+    for b in rows:
+        target[b, rng.randint(0, int(num[b]))] = float("nan")
+        if int(num[b]) and rng.random() < 0.5:
+            draft[b, rng.randrange(int(num[b]))] = float("nan")
 
 
 def explicit_batch(lists: dict) -> dict:

@@ -4,7 +4,6 @@ sampling seeds, the batch size within what the adapter batches, and sampling kno
 is plain JSON, so a failure replays from one line (`python -m harness repro`)."""
 from __future__ import annotations
 
-import os
 import random
 from dataclasses import asdict, dataclass
 
@@ -12,6 +11,7 @@ from hypothesis import strategies as st
 
 from harness.adapters.protocol import Request, Spec
 from harness.adapters.registry import adapter_class, get_adapter
+from harness.base.known import include_known
 from harness.strategies.configs import TEMPERATURES, TOP_KS, TOP_PS
 from harness.strategies.engine_runs import CaseDraws
 
@@ -52,11 +52,6 @@ class EngineCase:
 
     def adapter(self, device: str):
         return get_adapter(self.engine, device, self.settings)
-
-
-def include_known() -> bool:
-    """SPECDEC_KNOWN_FINDINGS=include: draw the cases of recorded findings too."""
-    return os.environ.get("SPECDEC_KNOWN_FINDINGS", "") == "include"
 
 
 def known_hits(adapter, law: str, case: EngineCase) -> list[str]:

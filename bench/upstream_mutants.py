@@ -1,0 +1,163 @@
+"""Planted mistakes in SGLang's and vLLM's own released code, one at a time, each run through
+the ordinary gate over a checkout (`pytest --engine NAME@PATH`, the kernel laws): does the
+harness catch a realistic upstream bug it was never shown?
+
+The checkout is a scratch tree beside the release's folder: every file a symlink to the
+release's, except the one a mutant edits (a real copy with one textual change, applied and
+asserted to occur exactly once). The unmutated tree must pass first.
+
+    PYTHONPATH=. python bench/upstream_mutants.py [--only ID ...]
+
+(on this machine's device: CPU, or a GPU where one is visible)
+prints one line per mutant (caught by which law and check, or MISSED) and the total."""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.adapters.foreign.install import site_dir
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str
+    adapter: str     # the kernel adapter's --engine name
+    release: str
+    file: str        # relative to the release's folder
+    old: str
+    new: str
+    why: str         # the realistic mistake it stands for
+
+
+V = "vllm-kernels", "0.33.0"
+SPEC = "vllm/v1/worker/gpu/spec_decode"
+MUTANTS = (
+    Mutant("vllm-allowed-ids-need-penalties", *V, "vllm/v1/sample/rejection_sampler.py",
+           "need_repeat_indices = (\n            sampling_metadata.allowed_token_ids_mask is "
+           "not None or has_penalties\n        )",
+           "need_repeat_indices = has_penalties",
+           "the entry applies a request's allowed ids to its draft rows only when some "
+           "request also has penalties (the fast path without penalties skips them)"),
+    Mutant("vllm-bad-words-last-draft", *V, "vllm/v1/sample/ops/bad_words.py",
+           "for draft_idx in range(start_idx, start_idx + n):",
+           "for draft_idx in range(start_idx, start_idx + n - 1):",
+           "bad words applied to every draft position but the last"),
+    Mutant("vllm-penalties-ignore-drafts", *V, "vllm/v1/sample/rejection_sampler.py",
+           "result.append([*result[-1], spec[i]])", "result.append(list(out))",
+           "penalties at draft position i forget the drafts before it"),
+    Mutant("vllm-bonus-skips-allowed-ids", *V, "vllm/v1/sample/sampler.py",
+           "if sampling_metadata.allowed_token_ids_mask is not None:\n"
+           "            logits.masked_fill_(",
+           "if sampling_metadata.allowed_token_ids_mask is not None and not "
+           "predict_bonus_token:\n            logits.masked_fill_(",
+           "the bonus token is sampled without the request's allowed ids"),
+    Mutant("vllm-mrv2-state-is-batch-index", *V, f"{SPEC}/rejection_sampler_utils.py",
+           "    seed = tl.load(seed_ptr + req_state_idx)\n"
+           "    temp = tl.load(temp_ptr + req_state_idx).to(tl.float32)\n"
+           "    is_greedy = temp == 0.0",
+           "    seed = tl.load(seed_ptr + req_idx)\n"
+           "    temp = tl.load(temp_ptr + req_idx).to(tl.float32)\n"
+           "    is_greedy = temp == 0.0",
+           "MRV2's rejection kernel reads seed and temperature by batch index, not through "
+           "idx_mapping (the request-state indirection)"),
+    Mutant("vllm-mrv2-draft-logits-by-logit", *V, f"{SPEC}/rejection_sampler_utils.py",
+           "                    draft_logits_ptr\n"
+           "                    + req_state_idx * draft_logits_stride_0\n"
+           "                    + draft_step_idx * draft_logits_stride_1\n",
+           "                    draft_logits_ptr\n"
+           "                    + logit_idx * 0 * draft_logits_stride_0\n"
+           "                    + draft_step_idx * draft_logits_stride_1\n",
+           "the draft logits' statistics read request state 0's row whatever the request"),
+    Mutant("vllm-mrv2-next-token-by-batch-index", *V,
+           f"{SPEC}/target_dependent_ar/speculator.py",
+           "next_token = tl.load(last_sampled_ptr + req_state_idx).to(tl.int32)",
+           "next_token = tl.load(last_sampled_ptr + req_idx).to(tl.int32)",
+           "the drafter's next token read by batch index, not through idx_mapping"),
+    Mutant("vllm-padded-num-rejected-off-by-one", *V, "vllm/v1/spec_decode/utils.py",
+           "num_rejected_tokens = num_draft_tokens + 1 - valid_count",
+           "num_rejected_tokens = num_draft_tokens - valid_count",
+           "num_rejected (an output the drafter's metadata reads) one short; the index to "
+           "sample uses it too"),
+    Mutant("vllm-mrv2-seq-lens-not-padded", *V, f"{SPEC}/target_dependent_ar/speculator.py",
+           "tl.store(draft_seq_lens_ptr + block, 0, mask=mask)",
+           "tl.store(draft_seq_lens_ptr + block, 1, mask=mask)",
+           "the CUDA-graph padding of the drafter's seq_lens left non-zero"),
+)
+
+
+def scratch(release_dir: Path, root: Path) -> None:
+    """root: a tree of symlinks to release_dir's files (directories made real)."""
+    if root.exists():
+        shutil.rmtree(root)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cp", "-as", str(release_dir.resolve()), str(root)], check=True)
+
+
+def apply(root: Path, m: Mutant) -> Path:
+    path = root / m.file
+    text = path.resolve().read_text()
+    if text.count(m.old) != 1:
+        raise SystemExit(f"{m.id}: the text to change occurs {text.count(m.old)} times in "
+                         f"{m.file} of {m.release}")
+    path.unlink()
+    path.write_text(text.replace(m.old, m.new))
+    return path
+
+
+def restore(root: Path, release_dir: Path, m: Mutant) -> None:
+    path = root / m.file
+    path.unlink()
+    path.symlink_to((release_dir / m.file).resolve())
+
+
+def gate(adapter: str, root: Path) -> tuple[int, str, float]:
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-n", "2",
+           "--pyargs", "harness.runners.test_kernel_laws", "--engine", f"{adapter}@{root}"]
+    t0 = time.time()
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    out = proc.stdout + proc.stderr
+    found = (re.search(r"\[kernel_\w+/\w+\][^\n]{0,200}", out)
+             or re.search(r"\w+Error: [^\n]{0,200}", out))
+    return proc.returncode, found.group(0) if found else out[-300:], time.time() - t0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", nargs="*")
+    ap.add_argument("--scratch", default="/tmp/specdec-upstream-mutants")
+    args = ap.parse_args(argv)
+    chosen = [m for m in MUTANTS if not args.only or m.id in args.only]
+    caught = 0
+    for (adapter, release) in dict.fromkeys((m.adapter, m.release) for m in chosen):
+        dist = adapter.removesuffix("-kernels")
+        release_dir = site_dir(dist, release)
+        root = Path(args.scratch) / f"{dist}-{release}"
+        scratch(release_dir, root)
+        rc, why, took = gate(adapter, root)
+        print(f"baseline {adapter}@{release} (checkout {root}): rc {rc} in {took:.0f} s"
+              + ("" if rc == 0 else f": {why}"), flush=True)
+        if rc != 0:
+            return 1
+        for m in (m for m in chosen if (m.adapter, m.release) == (adapter, release)):
+            apply(root, m)
+            try:
+                rc, why, took = gate(adapter, root)
+            finally:
+                restore(root, release_dir, m)
+            caught += rc != 0
+            print(f"{m.id}: {'caught' if rc else 'MISSED'} in {took:.0f} s"
+                  + (f": {why}" if rc else f" ({m.why})"), flush=True)
+    print(f"caught {caught} of {len(chosen)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
