@@ -48,6 +48,13 @@ def _log1p(x):
 if not torch.cuda.is_available():
     import triton.language.extra.libdevice as libdevice
     libdevice.log1p = _log1p
+else:  # a vLLM folder without its compiled op library (a trimmed copy): no kernel here uses it
+    import importlib
+    import types
+    try:
+        importlib.import_module("vllm._C_stable_libtorch")
+    except ImportError:
+        sys.modules["vllm._C_stable_libtorch"] = types.ModuleType("vllm._C_stable_libtorch")
 
 from vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils import rejection_sample  # noqa: E402
 
