@@ -12,7 +12,8 @@ How the harness's target distributions p go in:
   mask (`allowed_token_ids_mask`, True = masked) or as a one-token bad word, by the row's seed
   parity; its logit is set above the row's maximum, so a mask the entry fails to apply
   shows at once;
-- every other logit is log p (-inf at a zero);
+- every other logit is log p (-inf at a zero) plus an offset per row drawn from the
+  request's seed: raw logits, which no softmax normalised;
 - penalties (CPU: on CUDA vLLM's repetition penalty is a compiled op a pack leaves out): in
   two batches of three (by the batch's seed), nine requests in ten (by their seed) get
   presence, frequency and repetition penalties, output tokens and a prompt drawn from their
@@ -62,23 +63,29 @@ def spec_metadata(cls, draft_rows: list[list[int]], device) -> object:
 @dataclasses.dataclass
 class Processing:
     """What one batch's requests ask of the entry's logits processing."""
+    row_seeds: torch.Tensor               # [bs]: each request's own seed
     allowed_mask: torch.Tensor | None     # [bs, V] bool, True = masked (vLLM's sense)
     bad_words: dict                       # request -> [[token], ...]
     penalties: dict | None                # presence/frequency/repetition [bs], prompt, outputs
 
 
+def positions(target_probs, num_drafts) -> torch.Tensor:
+    """[bs, K+1] bool: the positions request b uses, its drafts' and its bonus."""
+    return torch.arange(target_probs.shape[1])[None, :] <= num_drafts[:, None]
+
+
+def banned_tokens(target_probs, num_drafts) -> torch.Tensor:
+    """[bs, V] bool: the tokens p gives 0 at every position request b uses."""
+    return ((target_probs == 0) | ~positions(target_probs, num_drafts)[..., None]).all(1)
+
+
 def processing(target_probs, num_drafts, row_seeds, seed: int, penalties: bool) -> Processing:
     bs, _, vocab = target_probs.shape
-    allowed = torch.zeros(bs, vocab, dtype=torch.bool)
-    bad_words = {}
-    for b in range(bs):
-        banned = (target_probs[b, :int(num_drafts[b]) + 1] == 0).all(0)
-        if not banned.any():
-            continue
-        if int(row_seeds[b]) % 2 == 0:
-            allowed[b] = banned
-        else:
-            bad_words[b] = [[int(t)] for t in banned.nonzero().flatten()]
+    banned = banned_tokens(target_probs, num_drafts)
+    by_mask = (row_seeds % 2 == 0)[:, None]
+    allowed = banned & by_mask
+    bad_words = {int(b): [[int(t)] for t in banned[b].nonzero().flatten()]
+                 for b in (banned & ~by_mask).any(1).nonzero().flatten()}
     pen = None
     rngs = [random.Random(int(s) ^ 0x9E4A17) for s in row_seeds]
     # A third of the batches (by the batch's seed) have no penalties at all: the entry's
@@ -98,7 +105,26 @@ def processing(target_probs, num_drafts, row_seeds, seed: int, penalties: bool) 
                                            for r, a in zip(rngs, asks)]),
                "outputs": [[r.randrange(vocab) for _ in range(r.randint(0, 2))] for r in rngs],
                "prompts": [[r.randrange(vocab) for _ in range(r.randint(1, 2))] for r in rngs]}
-    return Processing(allowed if allowed.any() else None, bad_words, pen)
+    return Processing(row_seeds, allowed if allowed.any() else None, bad_words, pen)
+
+
+def seed_uniform(seeds: torch.Tensor, salt: int) -> torch.Tensor:
+    """A float64 uniform in [0, 1) per seed, a function of (seed, salt) alone (splitmix64,
+    vectorised: int64 arithmetic wraps), so a request's draw follows it to any batch."""
+    def lsr(z, shift):  # a logical shift of int64 (>> extends the sign)
+        return (z >> shift) & ((1 << (64 - shift)) - 1)
+    z = (seeds.long() ^ salt) * -7046029254386353131 + 0x5EED
+    for shift, mult in ((30, -4658895280553007687), (27, -7723592293110705685)):
+        z = (z ^ lsr(z, shift)) * mult
+    return lsr(z ^ lsr(z, 31), 11).double() / 2.0 ** 53
+
+
+def row_offsets(seeds: torch.Tensor, used: torch.Tensor) -> torch.Tensor:
+    """[used.sum(), 1] float32 offsets in [-4, 4) for the rows `used` ([bs, W] bool) marks,
+    each a function of its request's seed and its position: raw logits are log p plus an
+    unknown constant per row, and an engine must not read a normalisation from a neighbour."""
+    req, pos = used.nonzero().unbind(1)
+    return ((seed_uniform(seeds.long()[req] * 64 + pos, 0x0FF5E7) - 0.5) * 8).float()[:, None]
 
 
 def as_logits(p: torch.Tensor) -> torch.Tensor:
@@ -110,21 +136,20 @@ def as_logits(p: torch.Tensor) -> torch.Tensor:
 def logits_for(target_probs, draft_ids, num_drafts, proc: Processing) -> torch.Tensor:
     """[sum(n + 1), V] float32: request b's positions 0..n_b back to back, log p with banned
     tokens raised above the row's maximum and the penalties' effect undone."""
-    rows = []
-    for b in range(target_probs.shape[0]):
-        n = int(num_drafts[b])
-        banned = (target_probs[b, :n + 1] == 0).all(0)
-        for i in range(n + 1):
-            logit = as_logits(target_probs[b, i])
-            if proc.penalties:
-                history = proc.penalties["outputs"][b] + draft_ids[b, :i].tolist()
-                logit = _undo_penalties(logit, history, proc.penalties["prompts"][b],
+    used = positions(target_probs, num_drafts)
+    logits = as_logits(target_probs[used]) + row_offsets(proc.row_seeds, used)
+    request = used.nonzero()[:, 0]
+    if proc.penalties:
+        rows = []
+        for r, (b, i) in enumerate(used.nonzero().tolist()):
+            history = proc.penalties["outputs"][b] + draft_ids[b, :i].tolist()
+            rows.append(_undo_penalties(logits[r], history, proc.penalties["prompts"][b],
                                         *(float(proc.penalties[k][b]) for k in
-                                          ("presence", "frequency", "repetition")))
-            if banned.any():
-                logit = torch.where(banned, logit[~banned].max() + 1.0, logit)
-            rows.append(logit)
-    return torch.stack(rows)
+                                          ("presence", "frequency", "repetition"))))
+        logits = torch.stack(rows)
+    banned = banned_tokens(target_probs, num_drafts)[request]
+    top = torch.where(banned, float("-inf"), logits).max(-1, keepdim=True).values + 1.0
+    return torch.where(banned, top, logits)
 
 
 def _undo_penalties(logit, history, prompt, presence, frequency, repetition):

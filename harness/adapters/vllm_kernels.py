@@ -135,6 +135,20 @@ def _interpreter_log1p() -> None:
     libdevice.log1p = _log1p
 
 
+def _bonus(p: torch.Tensor, greedy: torch.Tensor, seeds: torch.Tensor) -> torch.Tensor:
+    """The bonus token V1's caller samples before rejection_sample, for each request from
+    its bonus row p [bs, V]: the argmax for greedy rows and fully masked ones (an all -inf
+    row's argmax is token 0), else drawn from p with a coin that is a function of the
+    request's own seed alone, so it follows the request anywhere."""
+    coin = vllm_entry.seed_uniform(seeds, 0x5EED)
+    masked = p.isnan().any(-1)
+    cdf = torch.nan_to_num(p.double(), nan=0.0).cumsum(-1)
+    drawn = torch.searchsorted(cdf, (coin * cdf[:, -1])[:, None], right=True)[:, 0]
+    drawn = torch.minimum(drawn, (p > 0).long().cumsum(-1).argmax(-1))  # a last nonzero token
+    top = torch.nan_to_num(p, nan=-1.0).argmax(-1)
+    return torch.where(greedy | masked, top, drawn).long()
+
+
 def _no_pinned_memory_without_accelerator() -> None:
     """With no GPU visible vLLM picks its UnspecifiedPlatform, which claims pinned memory;
     torch cannot pin without an accelerator, so the entry's penalties (make_tensor_with_pad)
@@ -156,7 +170,10 @@ class VllmKernels:
     name = "vllm-kernels"
     DIST = "vllm"
     TARGET = "harness.adapters.vllm_kernels:VllmKernels"
-    ENV = {"VLLM_LOGGING_LEVEL": "ERROR", "VLLM_CONFIGURE_LOGGING": "0"}
+    # VLLM_USE_FLASHINFER_SAMPLER=0: on CUDA the entry's Sampler probes FlashInfer's
+    # top-k/top-p sampler (a package a pack leaves out); no request here sets top-k/top-p.
+    ENV = {"VLLM_LOGGING_LEVEL": "ERROR", "VLLM_CONFIGURE_LOGGING": "0",
+           "VLLM_USE_FLASHINFER_SAMPLER": "0"}
     NEVER_INSTALL = frozenset({"torch", "triton", "torchvision", "torchaudio", "vllm"})
     SUPPORTED = ("0.33.0",)
     SWEEP = ("0.9.0", "0.11.0", "0.13.0", "0.17.0", "0.19.0", "0.21.0", "0.25.0", "0.29.0",
@@ -281,9 +298,7 @@ class VllmKernels:
 
     def _flat(self, t, num_drafts):
         """Request b's first num_drafts[b] rows of t, back to back (vLLM's flat drafts)."""
-        n = num_drafts.tolist()
-        return t[[b for b in range(len(n)) for _ in range(n[b])],
-                 [i for b in range(len(n)) for i in range(n[b])]]
+        return t[torch.arange(t.shape[1])[None, :] < num_drafts[:, None]]
 
     def _v1_metadata(self, greedy, seeds, **known):
         """SamplingMetadata as V1's InputBatch makes it: greedy rows at vLLM's greedy
@@ -303,23 +318,20 @@ class VllmKernels:
         n = num_drafts.tolist()
         bs, dev = len(n), self.device
         p = self._flat(target_probs, num_drafts).float()
-        tgt = vllm_entry.as_logits(p) if self._v1_logits else p
+        tgt = p
+        if self._v1_logits:  # raw logits, as the model returns them: log p + a row's offset
+            used = vllm_entry.positions(target_probs, num_drafts - 1)
+            tgt = vllm_entry.as_logits(p) + vllm_entry.row_offsets(seeds, used)
         q = (None if draft_probs is None
              else self._flat(draft_probs, num_drafts).float().contiguous().to(dev))
-        # argmax for greedy rows and fully masked ones (an all -inf row's argmax: token 0)
-        bonus = [int(target_probs[b, n[b]].nan_to_num(-1.0).argmax())
-                 if greedy[b] or target_probs[b, n[b]].isnan().any() else
-                 int(torch.multinomial(target_probs[b, n[b]], 1, generator=torch.Generator()
-                                       .manual_seed(int(seeds[b]) ^ 0x5EED)))
-                 for b in range(bs)]
+        bonus = _bonus(target_probs[torch.arange(bs), num_drafts], greedy, seeds)
         rows = [draft_ids[b, :n[b]].tolist() for b in range(bs)]
-        meta = self._v1_metadata(greedy, seeds, proc=vllm_entry.Processing(None, {}, None),
+        meta = self._v1_metadata(greedy, seeds, proc=vllm_entry.Processing(seeds, None, {}, None),
                                  draft_rows=rows, vocab=target_probs.shape[2])
         cu = torch.tensor(n, dtype=torch.int32).cumsum(0, dtype=torch.int32)
         return self._v1.rejection_sample(
             self._flat(draft_ids, num_drafts).to(torch.int32).to(dev), n, max(n), cu.to(dev),
-            q, tgt.contiguous().to(dev),
-            torch.tensor(bonus, dtype=torch.int64)[:, None].to(dev), meta)
+            q, tgt.contiguous().to(dev), bonus[:, None].to(dev), meta)
 
     def _entry(self, draft_ids, *, num_drafts, draft_probs, target_probs, greedy, seeds, seed):
         """V1 through RejectionSampler.forward (harness/adapters/vllm_entry.py): the entry
@@ -357,11 +369,12 @@ class VllmKernels:
         bs, k, vocab, dev = len(n), draft_ids.shape[1], target_probs.shape[2], self.device
         slots = bs + 2
         state = torch.randperm(slots, generator=torch.Generator().manual_seed(seed))[:bs]
-        req = torch.repeat_interleave(torch.arange(bs), torch.tensor(n) + 1)
-        local = torch.cat([torch.arange(m + 1) for m in n])
-        logits = vllm_entry.as_logits(target_probs[req, local]).contiguous()
-        draft_sampled = torch.cat([torch.cat([torch.zeros(1, dtype=torch.int64),
-                                              draft_ids[b, :m]]) for b, m in enumerate(n)])
+        used = vllm_entry.positions(target_probs, num_drafts)  # each request's n + 1 rows
+        req, local = used.nonzero().unbind(1)
+        logits = (vllm_entry.as_logits(target_probs[used])
+                  + vllm_entry.row_offsets(seeds, used)).contiguous()
+        # each row's input token: 0 at the request's first row, then its drafts
+        draft_sampled = torch.cat([torch.zeros(bs, 1, dtype=torch.int64), draft_ids], 1)[used]
         cu = torch.cat([torch.zeros(1, dtype=torch.int32), (torch.tensor(n) + 1).cumsum(0)
                         .int()])
         pos = (local + 16).long()  # positions past a notional 16-token prompt
@@ -391,7 +404,11 @@ class VllmKernels:
                 per_slot = torch.zeros(slots, k, vocab)
                 per_slot[:, :, 0] = 1.0
                 per_slot[state] = q.float()
-                q_logits = d(vllm_entry.as_logits(per_slot).contiguous())
+                # raw drafter logits: log q + an offset per (slot, step), so that a
+                # normalisation read from another slot shows
+                offsets = vllm_entry.row_offsets(
+                    slot_seeds ^ 0xD4AF7, torch.ones(slots, k, dtype=torch.bool)).view(slots, k)
+                q_logits = d((vllm_entry.as_logits(per_slot) + offsets[..., None]).contiguous())
             extra = {"use_block_verification": True} if variant == "mrv2-block" else {}
             sampled, num = self._mrv2(d(logits), q_logits, d(draft_sampled.int()), *common,
                                       **extra)
