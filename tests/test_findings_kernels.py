@@ -3,8 +3,9 @@
 examples: on each release a finding was reproduced on, its law fails on the recorded case
 (a strict xfail: the test flips if the release's kernel or our law changes), and on each
 pinned release (the ones CI installs) the law holds there, unless the finding was reproduced
-on it (the laws then draw around it there: the adapter's accepts["known"]). A release that is not installed
-($SPECDEC_FOREIGN_DIR) is skipped: `python -m harness foreign install DIST==V` first."""
+on it (the laws then draw around it there: the adapter's accepts["known"]). A release that
+is not installed ($SPECDEC_FOREIGN_DIR) is skipped: `python -m harness foreign install
+DIST==V` first."""
 from __future__ import annotations
 
 import importlib.util

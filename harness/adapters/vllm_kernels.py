@@ -27,7 +27,6 @@ emitted tokens become -1 (V1 already pads with -1, MRV2 leaves them undefined)."
 from __future__ import annotations
 
 import ast
-import dataclasses
 import importlib
 import importlib.util
 import inspect
@@ -314,7 +313,7 @@ class VllmKernels:
     def _classic(self, draft_ids, *, num_drafts, draft_probs, target_probs, greedy, seeds):
         """V1's rejection_sample, as RejectionSampler.forward calls it: flat drafts, the
         request's target rows up to its drafts, the bonus sampled beforehand (here from p,
-        by request b's own generator seeded seeds[b] ^ 0x5EED)."""
+        by a coin of request b's own seed: _bonus)."""
         n = num_drafts.tolist()
         bs, dev = len(n), self.device
         p = self._flat(target_probs, num_drafts).float()
@@ -340,8 +339,11 @@ class VllmKernels:
         n = num_drafts.tolist()
         bs, dev = len(n), self.device
         rows = [draft_ids[b, :n[b]].tolist() for b in range(bs)]
-        proc = vllm_entry.processing(target_probs, num_drafts, seeds, seed,
-                                     penalties=self.accepts["entry_penalties"])
+        # Penalties where the entry samples the bonus itself (its Sampler counts the drafts
+        # in the bonus row's history, as the logits handed over assume); an older entry's
+        # caller sampled the bonus without them.
+        proc = vllm_entry.processing(target_probs, num_drafts, seeds, seed, penalties=(
+            self.accepts["entry_penalties"] and self._entry_form == "logits"))
         logits = vllm_entry.logits_for(target_probs, draft_ids, num_drafts, proc).to(dev)
         meta = self._v1_metadata(greedy, seeds, proc=proc, draft_rows=rows,
                                  vocab=target_probs.shape[2])

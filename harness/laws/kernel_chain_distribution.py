@@ -7,9 +7,9 @@ max(0, p_0 - q_0) is 0 there, so "first token = first draft" is "accepted").
 
 Test: N = 200 rows on CPU, 100,000 on a GPU (where a first-token bias of about 1 % in total
 variation is rejected: bench/distribution_sensitivity.py); Pearson chi-square per token
-position, bins expecting < 5 folded, at alpha 1e-4 each (harness/laws/distribution.py's critical values; a rejection confirmed on fresh drafts
-of twice the rows, harness/laws/confirm.py), and a token of target probability 0 fails at
-once. Every random choice is seeded: the same case gives the same verdict.
+position, bins expecting < 5 folded, at alpha 1e-4 each (harness/laws/distribution.py's
+critical values; a rejection confirmed on fresh drafts of twice the rows,
+harness/laws/confirm.py), and a token of target probability 0 fails at once. Every random choice is seeded: the same case gives the same verdict.
 Drawn: vocabulary 2-8, chain length 1-3, zeros and ties in p and q, q near p or far from it,
 deterministic drafts where the adapter takes them, every variant (classic, block...)."""
 from __future__ import annotations
