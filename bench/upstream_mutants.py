@@ -37,7 +37,9 @@ class Mutant:
 
 
 V = "vllm-kernels", "0.33.0"
+G = "sglang-kernels", "0.5.23"
 SPEC = "vllm/v1/worker/gpu/spec_decode"
+SGK = "sglang/kernels/ops/speculative"
 MUTANTS = (
     Mutant("vllm-allowed-ids-need-penalties", *V, "vllm/v1/sample/rejection_sampler.py",
            "need_repeat_indices = (\n            sampling_metadata.allowed_token_ids_mask is "
@@ -89,6 +91,13 @@ MUTANTS = (
            "tl.store(draft_seq_lens_ptr + block, 0, mask=mask)",
            "tl.store(draft_seq_lens_ptr + block, 1, mask=mask)",
            "the CUDA-graph padding of the drafter's seq_lens left non-zero"),
+    Mutant("sglang-chain-coin-inclusive", *G, f"{SGK}/reject_sampling.py",
+           "if q_is_prob & (coin * q < p):", "if q_is_prob & (coin * q <= p):",
+           "the chain sampler accepts at coin * q == p: a zero coin accepts a draft of p = 0"),
+    Mutant("sglang-draft-extend-select-off-by-one", *G, f"{SGK}/eagle.py",
+           "tl.store(select + offset, offset * WIDTH + accepted - 1, offset < BS)",
+           "tl.store(select + offset, offset * WIDTH + accepted, offset < BS)",
+           "the drafter's next token sampled one past the last verified one"),
 )
 
 
