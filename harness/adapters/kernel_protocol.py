@@ -61,8 +61,9 @@ token; index layouts follow docs/contract.md sections 4-6):
   last verified token (where the next draft token is sampled), source_indices (packed) the
   verify-batch index each token comes from. Optional outputs, for kernels that make them:
   input_ids [T] (the drafter's token ids, where the verify batch's token at flat index j is
-  1000 + j and request b's next token, its last sampled one, is 2000 + b: the adapter hands
-  these ids to the engine through whatever indirection it has), num_rejected [bs],
+  1000 + j and request b's next token, its last sampled one, is 2000 + b, VERIFY_ID and
+  NEXT_ID of references/draft_inputs.py: the adapter hands these ids to the engine through
+  whatever indirection it has), num_rejected [bs],
   query_start_loc [bs+1], seq_lens [bs] (the lengths the drafter attends to), and
   graph_padding: dict of the entries a kernel writes past the batch for CUDA graphs
   (last_token_indices, seq_lens, query_start_loc, draft_step).
@@ -84,10 +85,6 @@ from __future__ import annotations
 
 import enum
 from typing import Protocol, runtime_checkable
-
-
-# DRAFT_EXTEND_INPUTS' token ids: the verify batch's token at flat index j, request b's next.
-VERIFY_ID, NEXT_ID = 1000, 2000
 
 
 class Component(str, enum.Enum):

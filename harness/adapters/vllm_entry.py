@@ -143,16 +143,17 @@ def logits_for(target_probs, draft_ids, num_drafts, proc: Processing) -> torch.T
         rows = []
         for r, (b, i) in enumerate(used.nonzero().tolist()):
             history = proc.penalties["outputs"][b] + draft_ids[b, :i].tolist()
-            rows.append(_undo_penalties(logits[r], history, proc.penalties["prompts"][b],
-                                        *(float(proc.penalties[k][b]) for k in
-                                          ("presence", "frequency", "repetition"))))
+            rows.append(_undo_penalties(logits[r], history=history,
+                                        prompt=proc.penalties["prompts"][b],
+                                        **{k: float(proc.penalties[k][b]) for k in
+                                           ("presence", "frequency", "repetition")}))
         logits = torch.stack(rows)
     banned = banned_tokens(target_probs, num_drafts)[request]
     top = torch.where(banned, float("-inf"), logits).max(-1, keepdim=True).values + 1.0
     return torch.where(banned, top, logits)
 
 
-def _undo_penalties(logit, history, prompt, presence, frequency, repetition):
+def _undo_penalties(logit, *, history, prompt, presence, frequency, repetition):
     """The logits that vLLM's apply_penalties (presence and frequency subtracted after the
     repetition penalty, which divides positive logits and multiplies the rest) turns into
     `logit`."""
@@ -166,7 +167,7 @@ def _undo_penalties(logit, history, prompt, presence, frequency, repetition):
     return torch.where(pre > 0, pre * rep, pre / rep)
 
 
-def sampling_metadata(meta_cls, logits_procs_cls, *, temperature, greedy, generators,
+def sampling_metadata(meta_cls, *, logits_procs_cls, temperature, greedy, generators,
                       proc: Processing, draft_rows, vocab, device):
     bs = len(draft_rows)
     all_greedy, all_random = bool(greedy.all()), not bool(greedy.any())

@@ -37,8 +37,9 @@ import triton
 import triton.language as tl
 
 from harness.adapters import vllm_entry
-from harness.adapters.kernel_protocol import DEFAULT_ACCEPTS, NEXT_ID, VERIFY_ID, Component
+from harness.adapters.kernel_protocol import DEFAULT_ACCEPTS, Component
 from harness.adapters.stubs import stub_package
+from harness.references.draft_inputs import NEXT_ID, VERIFY_ID
 
 MRV2 = "vllm.v1.worker.gpu.spec_decode"
 # The leading arguments the adapter passes positionally ("target_*": probs or logits).
@@ -307,7 +308,7 @@ class VllmKernels:
         gens = {b: torch.Generator(dev).manual_seed(int(seeds[b]))
                 for b in range(len(greedy)) if not greedy[b]}
         return vllm_entry.sampling_metadata(
-            self._meta, self._logits_procs, temperature=temp, greedy=greedy, generators=gens,
+            self._meta, logits_procs_cls=self._logits_procs, temperature=temp, greedy=greedy, generators=gens,
             device=dev, **known)
 
     def _classic(self, draft_ids, *, num_drafts, draft_probs, target_probs, greedy, seeds):

@@ -7,7 +7,9 @@ verified (the pending token and the accepted drafts: their hidden states, with t
 after them, feed the drafter's next forward)."""
 from __future__ import annotations
 
-from harness.adapters.kernel_protocol import NEXT_ID, VERIFY_ID
+# The form's token ids (harness/adapters/kernel_protocol.py, DRAFT_EXTEND_INPUTS): the verify
+# batch's token at flat index j is VERIFY_ID + j, request b's next token NEXT_ID + b.
+VERIFY_ID, NEXT_ID = 1000, 2000
 
 
 def starts(widths: list[int]) -> list[int]:
