@@ -33,9 +33,10 @@ some draft position are all -inf after processing: a grammar that is terminated 
 the drafts before it (structured output reuses the failed state's bitmask), or allowed ids
 and bad words that exclude every token.
 
-Verdict: bug (unfixed in the newest release checked, 0.33.0). Releases with block
-verification before it (0.25.0-0.29.0) are not yet checked: `python <this script> 0.29.0`
-installs and runs them. Report text for the maintainers:
+Verdict: bug, unfixed in the newest release checked (0.33.0). Reproduced on 0.25.0 (the
+first release the adapter finds block verification in), 0.29.0 and 0.33.0: this script and
+the standalone one over each release's folder, on CPU; 0.33.0 also on an H200. The releases
+between those are not checked: `python <this script> RELEASE` installs and runs one. Report text for the maintainers:
 docs/findings/standalone/vllm_0_33_block_verify_masked_row.py's docstring.
 
 Run: `python docs/findings/vllm_0_33_block_verify_masked_row_accepts_zero_prob.py [RELEASE]`
@@ -52,7 +53,7 @@ SEED = 2
 KNOBS = {"variant": "mrv2-block", "ratio_rule": False, "bs": 1, "k": 2, "vocab": 2,
          "ragged": False, "greedy": "none", "deterministic": False, "zeros": 0.3,
          "close": 0.0, "input_class": "nonfinite_rows"}
-REPRODUCED_ON = ("0.33.0",)
+REPRODUCED_ON = ("0.25.0", "0.29.0", "0.33.0")
 DEVICE = None  # the GPU where there is one (compiled Triton), else the interpreter
 
 if __name__ == "__main__":

@@ -163,7 +163,7 @@ def _no_pinned_memory_without_accelerator() -> None:
 # the releases they were reproduced on; the laws draw around them there (--with-known: not).
 KNOWN = ({"id": "vllm_0_33_block_verify_masked_row_accepts_zero_prob",
           "laws": ("kernel_chain_acceptance",), "variant": "mrv2-block",
-          "input_class": "nonfinite_rows", "versions": ("0.33.0",)},)
+          "input_class": "nonfinite_rows", "versions": ("0.25.0", "0.29.0", "0.33.0")},)
 
 
 class VllmKernels:
