@@ -34,9 +34,10 @@ the drafts before it (structured output reuses the failed state's bitmask), or a
 and bad words that exclude every token.
 
 Verdict: bug, unfixed in the newest release checked (0.33.0). Reproduced on 0.25.0 (the
-first release the adapter finds block verification in), 0.29.0 and 0.33.0: this script and
-the standalone one over each release's folder, on CPU; 0.33.0 also on an H200. The releases
-between those are not checked: `python <this script> RELEASE` installs and runs one. Report text for the maintainers:
+oldest release of the adapter's sweep list with block verification), 0.29.0 and 0.33.0:
+this script and the standalone one over each release's folder, on CPU; 0.33.0 also on an
+H200. The releases between those are not checked: `python <this script> RELEASE` installs
+and runs one. Report text for the maintainers:
 docs/findings/standalone/vllm_0_33_block_verify_masked_row.py's docstring.
 
 Run: `python docs/findings/vllm_0_33_block_verify_masked_row_accepts_zero_prob.py [RELEASE]`
