@@ -48,9 +48,9 @@ def spec_metadata(cls, draft_rows: list[list[int]], device) -> object:
     position back to back, as GPUModelRunner._calc_spec_decode_metadata builds it."""
     n = torch.tensor([len(r) for r in draft_rows], dtype=torch.int64)
     cu_sampled = (n + 1).cumsum(0)
-    starts = cu_sampled - (n + 1)
-    target_idx = torch.cat([s + torch.arange(m) for s, m in zip(starts.tolist(), n.tolist())]
-                           or [torch.zeros(0, dtype=torch.int64)])
+    req = torch.repeat_interleave(torch.arange(len(n)), n + 1)
+    local = torch.arange(int(cu_sampled[-1])) - (cu_sampled - (n + 1))[req]
+    target_idx = (local < n[req]).nonzero().flatten()  # every row but each bonus row
     i32 = lambda t: t.to(torch.int32).to(device)  # noqa: E731
     known = {"draft_token_ids": i32(torch.tensor(sum(draft_rows, []), dtype=torch.int64)),
              "num_draft_tokens": n.tolist(), "cu_num_draft_tokens": i32(n.cumsum(0)),

@@ -135,6 +135,11 @@ def _interpreter_log1p() -> None:
     libdevice.log1p = _log1p
 
 
+def _draft_rows(draft_ids: torch.Tensor, n: list[int]) -> list[list[int]]:
+    """Each request's drafts as a list (spec_token_ids, SpecDecodeMetadata's rows)."""
+    return [row[:m] for row, m in zip(draft_ids.tolist(), n)]
+
+
 def _bonus(p: torch.Tensor, greedy: torch.Tensor, seeds: torch.Tensor) -> torch.Tensor:
     """The bonus token V1's caller samples before rejection_sample, for each request from
     its bonus row p [bs, V]: the argmax for greedy rows and fully masked ones (an all -inf
@@ -300,6 +305,11 @@ class VllmKernels:
         """Request b's first num_drafts[b] rows of t, back to back (vLLM's flat drafts)."""
         return t[torch.arange(t.shape[1])[None, :] < num_drafts[:, None]]
 
+    def _flat_q(self, draft_probs, num_drafts):
+        """The flat draft rows on the device, or None for a deterministic drafter."""
+        return (None if draft_probs is None
+                else self._flat(draft_probs, num_drafts).float().contiguous().to(self.device))
+
     def _v1_metadata(self, greedy, seeds, **known):
         """SamplingMetadata as V1's InputBatch makes it: greedy rows at vLLM's greedy
         temperature, a generator per seeded (sampled) request."""
@@ -322,12 +332,11 @@ class VllmKernels:
         if self._v1_logits:  # raw logits, as the model returns them: log p + a row's offset
             used = vllm_entry.positions(target_probs, num_drafts - 1)
             tgt = vllm_entry.as_logits(p) + vllm_entry.row_offsets(seeds, used)
-        q = (None if draft_probs is None
-             else self._flat(draft_probs, num_drafts).float().contiguous().to(dev))
+        q = self._flat_q(draft_probs, num_drafts)
         bonus = _bonus(target_probs[torch.arange(bs), num_drafts], greedy, seeds)
-        rows = [draft_ids[b, :n[b]].tolist() for b in range(bs)]
         meta = self._v1_metadata(greedy, seeds, proc=vllm_entry.Processing(seeds, None, {}, None),
-                                 draft_rows=rows, vocab=target_probs.shape[2])
+                                 draft_rows=_draft_rows(draft_ids, n),
+                                 vocab=target_probs.shape[2])
         cu = torch.tensor(n, dtype=torch.int32).cumsum(0, dtype=torch.int32)
         return self._v1.rejection_sample(
             self._flat(draft_ids, num_drafts).to(torch.int32).to(dev), n, max(n), cu.to(dev),
@@ -338,8 +347,8 @@ class VllmKernels:
         samples the bonus, applies the requests' allowed ids, bad words and penalties; a
         batch without drafts goes to the plain Sampler, as the runner sends it."""
         n = num_drafts.tolist()
-        bs, dev = len(n), self.device
-        rows = [draft_ids[b, :n[b]].tolist() for b in range(bs)]
+        dev = self.device
+        rows = _draft_rows(draft_ids, n)
         # Penalties where the entry samples the bonus itself (its Sampler counts the drafts
         # in the bonus row's history, as the logits handed over assume); an older entry's
         # caller sampled the bonus without them.
@@ -348,8 +357,7 @@ class VllmKernels:
         logits = vllm_entry.logits_for(target_probs, draft_ids, num_drafts, proc).to(dev)
         meta = self._v1_metadata(greedy, seeds, proc=proc, draft_rows=rows,
                                  vocab=target_probs.shape[2])
-        q = (None if draft_probs is None
-             else self._flat(draft_probs, num_drafts).float().contiguous().to(dev))
+        q = self._flat_q(draft_probs, num_drafts)
         if sum(n) == 0:
             return self._sampler(logits, meta).sampled_token_ids
         spec = vllm_entry.spec_metadata(self._spec_meta, rows, dev)

@@ -52,16 +52,18 @@ def _rows(batch: dict, order: list) -> dict:
 
 def check(kernels, case: KernelCase) -> dict:
     moved = 0
+    # The batch and its neighbours are drawn once; every variant runs on the same ones.
+    batch = chain_batch(case)
+    other = chain_batch(dataclasses.replace(case, seed=case.seed ^ 0x5A5A5A))
     for variant in variants(kernels, case, NAME):
         try:
-            moved += _check(kernels, case, variant)
+            moved += _check(kernels, case, variant, batch, other)
         except OracleFailure as exc:
             raise OracleFailure(NAME, exc.check, f"variant {variant}: {exc.detail}") from None
     return {"moved": moved}
 
 
-def _check(kernels, case: KernelCase, variant: str) -> int:
-    batch = chain_batch(case)
+def _check(kernels, case: KernelCase, variant: str, batch: dict, other: dict) -> int:
     bs = batch["draft_ids"].shape[0]
     rng = case.rng()
     per_row = kernels.accepts.get("row_seeds", False)
@@ -73,8 +75,7 @@ def _check(kernels, case: KernelCase, variant: str) -> int:
                             f"{again}")
     if not per_row:
         return 0
-    # Neighbours: another batch of the same shape, drawn from another seed, some of its rows.
-    other = chain_batch(dataclasses.replace(case, seed=case.seed ^ 0x5A5A5A))
+    # Neighbours: `other`, a batch of the same shape from another seed, some of its rows.
     sampled = [b for b in range(bs) if not bool(batch["greedy"][b])]
     moved = rng.choice(sampled or list(range(bs)))
     neighbours = [(1, i) for i in range(bs) if rng.random() < 0.7]
