@@ -21,9 +21,10 @@ FOUND = 30  # examples of the class a control may take to be caught
 
 class _Planted(SpecdecKernels):
     def chain_sampling(self, draft_ids, *, num_drafts, draft_probs, target_probs, greedy, seed,
-                       variant):
+                       variant, **coins):
         return self.planted(draft_ids, num_drafts=num_drafts, draft_probs=draft_probs,
-                            target_probs=target_probs, greedy=greedy, seed=seed, variant=variant)
+                            target_probs=target_probs, greedy=greedy, seed=seed, variant=variant,
+                            **coins)
 
     def right(self, draft_ids, **kw):
         return SpecdecKernels.chain_sampling(self, draft_ids, **kw)
@@ -125,7 +126,23 @@ class MixedBatchAllSampled(_Planted):
         return self.right(draft_ids, greedy=greedy, **kw)
 
 
+class InclusiveCoinComparison(_Planted):
+    """Acceptance as u <= p/q instead of u < p/q: a coin of exactly 0.0 accepts a draft the
+    target gives probability 0 (vLLM 0.9's float32 coins met it once in 2^24 draws)."""
+
+    def planted(self, draft_ids, *, num_drafts, target_probs, greedy, coins=None, **kw):
+        out = self.right(draft_ids, num_drafts=num_drafts, target_probs=target_probs,
+                         greedy=greedy, coins=coins, **kw)
+        for b in range(out.shape[0] if coins is not None else 0):
+            n, nd = int((out[b] != -1).sum()) - 1, int(num_drafts[b])
+            if not bool(greedy[b]) and n < nd and float(coins[b, n]) == 0.0:
+                out[b, n] = draft_ids[b, n]
+                out[b, n + 1] = int(target_probs[b, n + 1].argmax())
+        return out
+
+
 CONTROLS = {
+    "edge_coins": (InclusiveCoinComparison, {"accepts_zero_prob"}),
     "masked_drafts": (MaskOnlyAtTheBonus, {"accepts_zero_prob"}),
     "banned_tokens": (BansOfTheFirstRequest, {"accepts_zero_prob", "support", "greedy"}),
     "nonfinite_rows": (MaskedRowFindsNothing, {"token_range"}),

@@ -22,8 +22,11 @@ token; index layouts follow docs/contract.md sections 4-6):
   [bs*ndt], accept_index [bs, num_steps+1] (flat ids, -1 padded), accept_len [bs])`; only
   the entries at accepted nodes of `predicts` are defined.
 - CHAIN_SAMPLING: `chain_sampling(draft_ids [bs, K] i64, num_drafts [bs] i64, draft_probs
-  [bs, K, V] f32 or None, target_probs [bs, K+1, V] f32, greedy [bs] bool, seed, variant)
-  -> tokens [bs, K+1] i64`: row b emits its accepted drafts, then one recovered (after a
+  [bs, K, V] f32 or None, target_probs [bs, K+1, V] f32, greedy [bs] bool, seed, variant,
+  [coins [bs, K+1] f32, final_coins [bs] f32]) -> tokens [bs, K+1] i64` (the coins only to
+  an adapter with accepts["coin_inputs"], whose kernel takes its coins from the caller:
+  coins[b, i] is the one read when draft i is tried, final_coins[b] the recovered or bonus
+  draw's): row b emits its accepted drafts, then one recovered (after a
   rejection) or bonus (all accepted) token, then -1. `draft_probs=None` means a draft that
   proposes deterministically (q one-hot on the proposed token); greedy rows take the
   target's argmax; `variant` names the acceptance rule ("classic" or "block").
@@ -79,7 +82,8 @@ draft_probs=None), "variants" (tuple), "ratio_variants" (the variants whose acce
 the per-token rule min(1, p/q) with recovered tokens from max(0, p - q); the others, such
 as block verification or comparing the target's own sample with the draft, are lossless
 by another rule and held to the per-token support rules and the distribution law),
-"page_sizes" (tuple or None for any), "draft_extend_layouts" (tuple: "padded", "packed").
+"page_sizes" (tuple or None for any), "draft_extend_layouts" (tuple: "padded", "packed"),
+"coin_inputs" (bool: chain_sampling takes the caller's coins).
 """
 from __future__ import annotations
 
@@ -101,7 +105,8 @@ class Component(str, enum.Enum):
 
 DEFAULT_ACCEPTS = {"tree_mask_modes": (0, 1, 2), "ragged_drafts": False, "greedy_rows": False,
                    "deterministic_draft": False, "variants": ("classic",), "ratio_variants": ("classic",),
-                   "page_sizes": None, "draft_extend_layouts": ("padded", "packed")}
+                   "page_sizes": None, "draft_extend_layouts": ("padded", "packed"),
+                   "coin_inputs": False}
 
 
 @runtime_checkable

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import torch
 
 from harness.adapters import sglang_forms as F
+from harness.adapters import sglang_tree_sampler as TS
 from harness.adapters.kernel_protocol import DEFAULT_ACCEPTS, Component
 from harness.adapters.stubs import stub_package
 
@@ -55,14 +56,17 @@ NO_NEXT_TOKEN = (
     "SGLang's verify returns accept lengths with the tokens, so nothing scans -1 padded rows: "
     "the next token is verified_id at the accept length (create_extend_after_decode_spec_info, "
     "fill_bonus_tokens, both given accept_lens), and it has no discarded-request mask")
-# Checked in every SWEEP release: the tree sampler has never had a Triton or CPU form.
-NO_TREE_SAMPLING = (
-    "SGLang's tree sampler (tree_speculative_sampling_target_only) is CUDA only: 0.4.6-0.5.19 "
-    "import it from sgl_kernel (a compiled CUDA op, under is_cuda()); 0.5.23 JIT-compiles "
-    "kernels/jit/csrc/speculative/sampling.cuh through tvm_ffi "
-    "(sglang.kernels.ops.speculative.sampling), and ops/speculative/verify_sampling.py "
-    "resolves it to None off CUDA, MUSA and NPU; no Triton twin exists (SGLang verifies "
-    "greedily on CPU)")
+# Checked in every SWEEP release: the tree sampler has never had a Triton or CPU form (on a
+# GPU with nvcc, 0.5.23's JIT one is mapped: sglang_tree_sampler.py).
+NO_TREE_SAMPLING = TS.why_absent("cpu", None)
+
+
+# Recorded findings (docs/findings/): the laws draw around them on these releases unless
+# SPECDEC_KNOWN_FINDINGS=include (harness/laws/kernel_chain_acceptance.py, variants()).
+KNOWN = tuple({"id": "sglang_0_5_23_chain_top_coin_emits_zero_prob",
+               "laws": ("kernel_chain_acceptance",), "variant": variant,
+               "input_class": "edge_coins", "versions": ("0.5.23",)}
+              for variant in ("classic", "block"))
 
 
 def _backfill() -> None:
@@ -123,14 +127,19 @@ class SglangKernels:
     NEVER_INSTALL = frozenset({"torch", "triton", "torchvision", "torchaudio", "sglang",
                                "sgl_kernel"})
     SUPPORTED = ("0.5.23",)
-    # The version sweep (release dates: wheel METADATA timestamps).
+    # What the CUDA JIT tree sampler builds from beyond the import graph (pack --all-sources).
+    JIT_SIDE, JIT_DIRS, JIT_SIDE_DIR = TS.JIT_SIDE, TS.JIT_DIRS, TS.SIDE
+    # The first release with speculative kernels (EAGLE's eagle_utils.py, 0.4.1.post4): where
+    # `sweep --versions all` starts. SWEEP: the default sweep, a release of each layout.
+    FIRST = "0.4.1.post4"
     SWEEP = ("0.4.6.post5", "0.4.9.post6", "0.5.3", "0.5.8", "0.5.14", "0.5.15.post1",
              "0.5.19", "0.5.23")
     # Class-level: the pinned release's; an instance narrows them to its release.
     components = frozenset(Component) - {C.TREE_SAMPLING, C.DRAFT_NEXT_TOKEN}
     why_not: dict = {C.TREE_SAMPLING: NO_TREE_SAMPLING, C.DRAFT_NEXT_TOKEN: NO_NEXT_TOKEN}
     accepts = {**DEFAULT_ACCEPTS, "tree_mask_modes": (0, 1), "greedy_rows": True,
-               "deterministic_draft": True, "variants": ("classic", "block")}
+               "deterministic_draft": True, "variants": ("classic", "block"),
+               "coin_inputs": True}  # eagle_utils' _verify_coins hands the kernel its coins
 
     def __init__(self, device: str = "cpu") -> None:
         self.device = device
@@ -154,7 +163,9 @@ class SglangKernels:
         self._draft_kv = f["draft_kv"]
         # Before PR #7163 (0.4.6) the reader takes no page_size and is step-major, as its writer.
         kv_step_major = "page_size" not in getattr(self._draft_kv, "arg_names", ("page_size",))
-        why = {C.TREE_SAMPLING: NO_TREE_SAMPLING}
+        self._tree_sampler = _find([TS.HOME]) if device == "cuda" else None
+        absent = TS.why_absent(device, self._tree_sampler)
+        why = {C.TREE_SAMPLING: absent} if absent else {}
         if self._draft_kv is None:
             why[C.DRAFT_DECODE_KV_INDICES] = "no generate_draft_decode_kv_indices at a known home"
         if self._tree is None:
@@ -183,7 +194,8 @@ class SglangKernels:
                         "variants": ("classic", "block") if block else ("classic",),
                         # 0.4.6 has no per-branch pages: only page 1 is its layout mapped.
                         "page_sizes": (1,) if kv_step_major else None,
-                        "draft_extend_layouts": self._extend_layouts}
+                        "draft_extend_layouts": self._extend_layouts, "coin_inputs": True,
+                        "known": [k for k in KNOWN if self.version() in k["versions"]]}
 
     def version(self) -> str:
         """The imported package's own version: a checkout (@PATH) has no installed metadata,
@@ -223,12 +235,18 @@ class SglangKernels:
         self._verify(pred, acc, num, cand, ri, rn, rs, tp)
         return {"predicts": pred.cpu(), "accept_index": acc.cpu(), "accept_len": num.cpu()}
 
+    def tree_sampling(self, candidates, **kw):
+        return TS.tree_sampling(self._tree_sampler, self.device, candidates=candidates, **kw)
+
     def chain_sampling(self, draft_ids, *, num_drafts, draft_probs, target_probs, greedy, seed,
-                       variant):
+                       variant, coins=None, final_coins=None):
         bs, k = draft_ids.shape
         out = torch.full((bs, k + 1), -1, dtype=torch.int64)
         gen = torch.Generator().manual_seed(seed)
-        coins, final = torch.rand(bs, k + 1, generator=gen), torch.rand(bs, generator=gen)
+        drawn, final = torch.rand(bs, k + 1, generator=gen), torch.rand(bs, generator=gen)
+        # The caller's coins where the law hands them over (accepts["coin_inputs"]).
+        coins = drawn if coins is None else coins.float()
+        final = final if final_coins is None else final_coins.float()
         extra = {"block_verification": True} if variant == "block" else {}
         # SGLang verifies an all-greedy batch with verify_tree_greedy on target argmax, a
         # sampled one with the chain sampler: a mixed batch is split the same way.

@@ -24,7 +24,8 @@ class SpecdecKernels:
         "nothing scans -1 padded rows, and it has no discarded-request mask",
     }
     components = frozenset(Component) - set(why_not)
-    accepts = {**DEFAULT_ACCEPTS, "greedy_rows": True, "deterministic_draft": True}
+    accepts = {**DEFAULT_ACCEPTS, "greedy_rows": True, "deterministic_draft": True,
+               "coin_inputs": True}  # the engine draws the coins and hands them over
 
     # Only negative controls change it (tests/test_kernel_law_controls.py): a biased rule.
     threshold_acc = 1.0
@@ -71,12 +72,15 @@ class SpecdecKernels:
         return {"predicts": pred.cpu(), "accept_index": acc.cpu(), "accept_len": num.cpu()}
 
     def chain_sampling(self, draft_ids, *, num_drafts, draft_probs, target_probs, greedy, seed,
-                       variant):
+                       variant, coins=None, final_coins=None):
         chain = self._k()[2]
         bs, k = draft_ids.shape
         out = torch.full((bs, k + 1), -1, dtype=torch.int64)
         gen = torch.Generator().manual_seed(seed)
-        coins, final = torch.rand(bs, k + 1, generator=gen), torch.rand(bs, generator=gen)
+        drawn, final = torch.rand(bs, k + 1, generator=gen), torch.rand(bs, generator=gen)
+        # The caller's coins where the law hands them over (accepts["coin_inputs"]).
+        coins = drawn if coins is None else coins.float()
+        final = final if final_coins is None else final_coins.float()
         for rows, is_greedy in ((greedy.nonzero()[:, 0], True), ((~greedy).nonzero()[:, 0], False)):
             if len(rows) == 0:
                 continue

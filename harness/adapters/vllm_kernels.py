@@ -50,6 +50,12 @@ MRV2_ARGS = ("target_logits", "draft_logits", "draft_sampled", "cu_num_logits", 
              "num_speculative_steps")
 
 
+def _tokens(out):
+    """The sampled ids of a Sampler or RejectionSampler output: SamplerOutput's
+    sampled_token_ids, or the tensor itself (0.8's RejectionSampler.forward returns it)."""
+    return getattr(out, "sampled_token_ids", out)
+
+
 def _check_args(fn, expected) -> None:
     """A clear error where a release's sampler no longer takes what the adapter passes."""
     names = list(inspect.signature(fn).parameters)
@@ -181,6 +187,10 @@ class VllmKernels:
            "VLLM_USE_FLASHINFER_SAMPLER": "0"}
     NEVER_INSTALL = frozenset({"torch", "triton", "torchvision", "torchaudio", "vllm"})
     SUPPORTED = ("0.33.0",)
+    # The first release with V1's speculative decoding (v1/sample/rejection_sampler.py,
+    # 0.8.0, before its Triton kernels): where `sweep --versions all` starts. SWEEP: the
+    # default sweep, a release of each layout.
+    FIRST = "0.8.0"
     SWEEP = ("0.9.0", "0.11.0", "0.13.0", "0.17.0", "0.19.0", "0.21.0", "0.25.0", "0.29.0",
              "0.33.0")
     components = frozenset({Component.CHAIN_SAMPLING, Component.DRAFT_EXTEND_INPUTS,
@@ -233,6 +243,11 @@ class VllmKernels:
         stub_package("vllm._C_stable_libtorch")
         _no_pinned_memory_without_accelerator()
         from vllm.v1.sample import metadata, rejection_sampler
+        if not hasattr(rejection_sampler, "rejection_sample"):
+            raise TypeError(f"vllm {self.version()}: vllm.v1.sample.rejection_sampler has no "
+                            "rejection_sample (V1's sampler before its Triton kernels is "
+                            "torch code inside RejectionSampler); teach the adapter this "
+                            "release's form")
         self._v1, self._meta = rejection_sampler, metadata.SamplingMetadata
         self._greedy_temp = float(getattr(rejection_sampler.GREEDY_TEMPERATURE, "value",
                                           rejection_sampler.GREEDY_TEMPERATURE))
@@ -359,13 +374,13 @@ class VllmKernels:
                                  vocab=target_probs.shape[2])
         q = self._flat_q(draft_probs, num_drafts)
         if sum(n) == 0:
-            return self._sampler(logits, meta).sampled_token_ids
+            return _tokens(self._sampler(logits, meta))
         spec = vllm_entry.spec_metadata(self._spec_meta, rows, dev)
         if self._entry_form == "logits":
-            return self._rejection_sampler(spec, q, logits, meta).sampled_token_ids
-        bonus = self._sampler(logits[spec.bonus_logits_indices.long()], meta).sampled_token_ids
-        return self._rejection_sampler(spec, q, logits[spec.target_logits_indices.long()],
-                                       bonus.view(-1, 1), meta).sampled_token_ids
+            return _tokens(self._rejection_sampler(spec, q, logits, meta))
+        bonus = _tokens(self._sampler(logits[spec.bonus_logits_indices.long()], meta))
+        return _tokens(self._rejection_sampler(spec, q, logits[spec.target_logits_indices.long()],
+                                               bonus.view(-1, 1), meta))
 
     def _model_runner_v2(self, draft_ids, *, num_drafts, draft_probs, target_probs, greedy,
                          seeds, variant, seed):

@@ -43,6 +43,8 @@ NAME = "kernel_chain_acceptance"
 NEEDS = frozenset({Component.CHAIN_SAMPLING})
 
 
+EDGE_SEED = 29  # a draw whose float32 running sums end below u times their total
+
 # Explicit examples, run before the drawn ones on every adapter. A uniform coin of exactly 0.0
 # (float32 coins are multiples of 2^-24, so 0 comes once in 2^24 draws) meets a draft whose
 # target probability is 0: the draft must still be rejected. Seed 5528393 makes torch's
@@ -54,6 +56,13 @@ EXAMPLES = (
         "greedy": "none", "deterministic": False, "zeros": 0.0, "close": 0.0,
         "batch": {"draft_ids": [[1]], "num_drafts": [1], "draft_probs": [[[0.5, 0.5]]],
                   "target_probs": [[[1.0, 0.0], [0.5, 0.5]]], "greedy": [False]}}},
+    # The coins at both ends where the caller hands them over (input class edge_coins): 0.0
+    # at drafts of target probability 0, and the largest float32 below 1.0 elsewhere and at
+    # the final draw, which must not run a search past the row's last token of p > 0.
+    {"seed": EDGE_SEED, "knobs": {
+        "variant": "classic", "ratio_rule": True, "bs": 6, "k": 2, "vocab": 8, "ragged": False,
+        "greedy": "none", "deterministic": False, "zeros": 0.3, "close": 1.0,
+        "input_class": "edge_coins"}},
 )
 
 
@@ -62,10 +71,13 @@ def cases(kernels):
 
 
 def run(kernels, batch: dict, seed: int, variant: str):
+    # The edge_coins class hands its coins over (adapters with accepts["coin_inputs"]).
+    coins = {n: batch[n] for n in ("coins", "final_coins")
+             if n in batch and kernels.accepts.get("coin_inputs")}
     return kernels.chain_sampling(batch["draft_ids"], num_drafts=batch["num_drafts"],
                                   draft_probs=batch["draft_probs"],
                                   target_probs=batch["target_probs"], greedy=batch["greedy"],
-                                  seed=seed, variant=variant)
+                                  seed=seed, variant=variant, **coins)
 
 
 def variants(kernels, case: KernelCase, law: str = NAME) -> tuple:

@@ -107,7 +107,13 @@ def _add_foreign_parsers(sub) -> None:
     s = sub.add_parser("sweep", help="the kernel laws over several releases: law x release")
     s.add_argument("--engine", required=True, help="sglang-kernels or vllm-kernels")
     s.add_argument("--versions", default=None,
-                   help="comma-separated releases (default: the adapter's SWEEP list)")
+                   help="comma-separated releases, or `all`: every release on the package "
+                   "index since the engine's first speculative kernel (default: the "
+                   "adapter's SWEEP list)")
+    s.add_argument("--record", default=None, help="folder for one JSON per release (a "
+                   "recorded release is not run again), the flips' diffs")
+    s.add_argument("--discard", action="store_true",
+                   help="remove each release's install folder after it ran (pinned kept)")
     s.add_argument("--examples", type=int, default=20, help="examples per law and release")
     s.add_argument("--budget", type=float, default=120.0, help="seconds per law and release")
     s.add_argument("--device", default=None)
@@ -231,9 +237,13 @@ def _run_sweep(ap, args, device: str, argv) -> int:
     if getattr(cls, "in_process", False) or "@" in args.engine:
         ap.error(f"--engine {args.engine!r}: sweep takes a foreign kernel engine without a "
                  "version (sglang-kernels, vllm-kernels) and --versions")
-    versions = args.versions.split(",") if args.versions else list(cls.SWEEP)
+    if args.versions == "all":
+        from harness.adapters.foreign.releases import every_release
+        versions = every_release(cls)
+    else:
+        versions = args.versions.split(",") if args.versions else list(cls.SWEEP)
     return sweep(args.engine, versions=versions, device=device, examples=args.examples,
-                 budget=args.budget)
+                 budget=args.budget, record=args.record, discard=args.discard)
 
 
 def _run_zoo(ap, args, device: str, argv) -> int:

@@ -1,51 +1,117 @@
-"""`python -m harness sweep --engine vllm-kernels --versions A,B,C`: each release installed in
-its own folder (harness/adapters/foreign/install.py) and every kernel law run on it, the same number
-of examples each; one table of law x release. A release whose import graph cannot be served
-is a column with the reason, not a crash. A law that fails on an older release and passes on
-a newer one is the harness re-finding a bug that was fixed in between: each failure prints
-its minimal case and replay line."""
+"""`python -m harness sweep --engine vllm-kernels --versions all --record DIR`: each release
+installed in its own folder (harness/adapters/foreign/install.py) and every kernel law run on
+it, the same number of examples each; one table of release x law, its wall time, and each
+flip explained (harness/runners/sweep_report.py).
+
+- `--versions all`: every release on the package index since the adapter's first speculative
+  kernel (harness/adapters/foreign/releases.py); a release whose import graph cannot be
+  served, or whose functions the adapter does not know, is a row with the reason, not a crash.
+- `--record DIR`: one JSON file per release (its cells, failures with their replay lines,
+  wall time, and a hash of each engine module the adapter reached); a release already
+  recorded with the same examples and device is not run again, so a sweep of a hundred
+  releases can stop and resume. The modules' texts go to the cache
+  ($SPECDEC_FOREIGN_DIR/sources), by hash, for the flips' diffs.
+- `--discard`: the install folders this sweep made are removed after their release ran (a
+  vLLM release is about a gigabyte), the pinned releases' kept.
+- The laws draw the cases of recorded findings too (SPECDEC_KNOWN_FINDINGS=include): a sweep
+  is there to find where each bug starts and ends, not to stay green."""
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import shutil
 import sys
+import time
+from pathlib import Path
 
-from harness.runners.kernel_suite import KERNEL_LAWS, print_failures, run_law
+from harness.runners.kernel_suite import KERNEL_LAWS, print_failures, repro_command, run_law
 
 
 def sweep(engine: str, *, versions: list[str], device: str, examples: int, budget: float,
-          out=sys.stdout) -> int:
-    from harness.adapters.foreign.remote import ForeignImportError
-    from harness.adapters.registry import build_kernels, parse
+          record: str | None = None, discard: bool = False, out=sys.stdout) -> int:
+    from harness.adapters.registry import parse
+    from harness.runners.sweep_report import report
+    os.environ.setdefault("SPECDEC_KNOWN_FINDINGS", "include")
     cls, _ = parse(engine)
-    columns, failed = {}, False
+    rows, t0 = {}, time.perf_counter()
     for v in versions:
-        print(f"== {engine}@{v}", file=out, flush=True)
-        try:
-            kernels = build_kernels(f"{engine}@{v}", device)
-        except (ForeignImportError, ValueError) as exc:
-            columns[v] = str(exc).splitlines()[0]
-            print(f"   cannot run: {columns[v]}", file=out, flush=True)
+        path = Path(record) / f"{v}.json" if record else None
+        old = json.loads(path.read_text()) if path and path.exists() else None
+        if old and old["examples"] == examples and old["device"] == device:
+            rows[v] = old
+            print(f"== {engine}@{v}: recorded ({path})", file=out, flush=True)
             continue
-        reports = [run_law(kernels, law=law, device=device, budget=budget, max_examples=examples)
-                   for law in KERNEL_LAWS]
-        columns[v] = {r.law: r for r in reports}
-        for r in reports:
-            print(f"   {r.law:<28} {r.cell}", file=out, flush=True)
-        print_failures(reports, device, out)
-        failed |= any(r.failures for r in reports)
+        rows[v] = run_release(cls, v, device=device, examples=examples, budget=budget,
+                              discard=discard, out=out)
+        if path:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(rows[v], indent=1, sort_keys=True))
+    print(report(cls, rows, wall_s=time.perf_counter() - t0, record=record), file=out)
+    return 1 if any(r.get("failures") for r in rows.values()) else 0
+
+
+def run_release(cls, version: str, *, device: str, examples: int, budget: float,
+                discard: bool, out) -> dict:
+    """One release: installed (unless it is), every kernel law run, its engine modules
+    hashed; the record sweep() keeps."""
+    from harness.adapters.foreign import install as inst
+    from harness.adapters.foreign.remote import ForeignImportError
+    from harness.adapters.registry import build_kernels
+    engine = f"{cls.name}@{version}"
+    print(f"== {engine}", file=out, flush=True)
+    fresh = not inst.site_dir(cls.DIST, version).exists()
+    row = {"engine": cls.name, "version": version, "device": device, "examples": examples,
+           "budget_s": budget}
+    t0 = time.perf_counter()
+    try:
+        kernels = build_kernels(engine, device)
+    except (ForeignImportError, ValueError, TypeError) as exc:
+        row.update(status="cannot run", reason=str(exc).splitlines()[0],
+                   wall_s=round(time.perf_counter() - t0, 1))
+        print(f"   cannot run: {row['reason']}", file=out, flush=True)
+        _discard(cls, version, fresh and discard)
+        return row
+    row["install_s"] = round(time.perf_counter() - t0, 1)
+    try:
+        reports = [run_law(kernels, law=law, device=device, budget=budget,
+                           max_examples=examples) for law in KERNEL_LAWS]
+        row["sources"] = _store_sources(kernels.engine_sources(cls.DIST))
+    finally:
         kernels.close()
-    print(table(cls.name, columns), file=out)
-    return 1 if failed else 0
+    row.update(status="ran", wall_s=round(time.perf_counter() - t0, 1),
+               cells={r.law: r.cell for r in reports},
+               why_not={r.law: r.na for r in reports if r.na},
+               failures=[{"law": r.law, "check": exc.check, "message": str(exc).splitlines()[0],
+                          "case": case.to_dict() if case else None,
+                          "replay": repro_command(case, device) if case else None}
+                         for r in reports for case, exc in r.failures])
+    for r in reports:
+        print(f"   {r.law:<28} {r.cell}", file=out, flush=True)
+    print_failures(reports, device, out)
+    _discard(cls, version, fresh and discard)
+    return row
 
 
-def table(name: str, columns: dict) -> str:
-    """Markdown: one row per law, one column per release; a release that could not run gets
-    its reason below the table."""
-    vs = list(columns)
-    lines = [f"| {name} law | " + " | ".join(vs) + " |", "| --- |" + " --- |" * len(vs)]
-    for law in KERNEL_LAWS:
-        cells = [c[law].cell if isinstance(c, dict) else "not run" for c in columns.values()]
-        lines.append(f"| {law} | " + " | ".join(cells) + " |")
-    for v, c in columns.items():
-        if not isinstance(c, dict):
-            lines.append(f"\n{v}: {c}")
-    return "\n".join(lines)
+def sources_dir() -> Path:
+    from harness.adapters.foreign.install import cache_root
+    return cache_root() / "sources"
+
+
+def _store_sources(texts: dict[str, str]) -> dict[str, str]:
+    """module -> sha256 of its text; the text kept in the cache by hash (dedup across
+    releases)."""
+    folder = sources_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for module, text in texts.items():
+        sha = hashlib.sha256(text.encode()).hexdigest()[:16]
+        (folder / f"{sha}.py").write_text(text)
+        out[module] = sha
+    return out
+
+
+def _discard(cls, version: str, yes: bool) -> None:
+    from harness.adapters.foreign.install import site_dir
+    if yes and version not in cls.SUPPORTED:
+        shutil.rmtree(site_dir(cls.DIST, version), ignore_errors=True)

@@ -25,7 +25,12 @@ the inputs a serving engine's own sampler metadata makes, which a random draw me
 - batch_one: a batch of one request;
 - mixed_greedy: greedy and sampled rows in one batch, both kinds present (where the
   adapter routes both);
-- no_drafts: every row drafted nothing (where the adapter takes ragged drafts).
+- no_drafts: every row drafted nothing (where the adapter takes ragged drafts);
+- edge_coins: the uniform coins at their ends, where the caller hands the kernel its coins
+  (accepts["coin_inputs"]: SGLang's _verify_coins, specdec's engine): exactly 0.0 at drafts
+  of target probability 0 (accept iff u < p/q rejects them; u <= p/q does not), and the
+  largest float32 below 1.0 (1 - 2^-24) at the others and at the final draw (a running sum
+  compared with u times the row's mass may end below it: the search must not walk past V).
 `harness check` counts each class as a corner."""
 from __future__ import annotations
 
@@ -38,8 +43,10 @@ from harness.strategies.kernel_inputs import KernelCase
 
 
 INPUT_CLASSES = ("plain", "single_token", "masked_drafts", "banned_tokens", "nonfinite_rows",
-                 "repeated_drafts", "full_drafts", "batch_one", "mixed_greedy", "no_drafts")
+                 "repeated_drafts", "full_drafts", "batch_one", "mixed_greedy", "no_drafts",
+                 "edge_coins")
 MAX_K = 4
+TOP_COIN = 1.0 - 2.0 ** -24  # the largest float32 below 1.0
 
 
 def input_classes(accepts: dict) -> tuple:
@@ -47,7 +54,8 @@ def input_classes(accepts: dict) -> tuple:
     ragged drafts)."""
     return tuple(c for c in INPUT_CLASSES
                  if not (c == "mixed_greedy" and not accepts.get("greedy_rows"))
-                 and not (c == "no_drafts" and not accepts.get("ragged_drafts")))
+                 and not (c == "no_drafts" and not accepts.get("ragged_drafts"))
+                 and not (c == "edge_coins" and not accepts.get("coin_inputs")))
 
 
 @st.composite
@@ -73,7 +81,7 @@ def chain_knobs(draw, accepts: dict, max_bs: int = 6) -> dict:
         knobs.update(bs=1)
     elif cls == "mixed_greedy":
         knobs.update(bs=max(2, knobs["bs"]), greedy="some")
-    elif cls == "masked_drafts":
+    elif cls in ("masked_drafts", "edge_coins"):
         knobs.update(greedy="none")  # a greedy row takes the argmax: no draft is masked for it
     elif cls == "no_drafts":
         knobs.update(ragged=True)
@@ -146,8 +154,26 @@ def chain_batch(case: KernelCase) -> dict:
             ids[b] = t
             loop = torch.nn.functional.one_hot(torch.tensor(t), V).float()
             draft[b] = (draft[b] + loop) / 2  # the drafter's q keeps t likely
-    return {"draft_ids": ids, "num_drafts": num, "target_probs": target, "greedy": greedy,
-            "draft_probs": None if k["deterministic"] else draft}
+    batch = {"draft_ids": ids, "num_drafts": num, "target_probs": target, "greedy": greedy,
+             "draft_probs": None if k["deterministic"] else draft}
+    if cls == "edge_coins":
+        batch.update(_edge_coins(target, ids, rng))
+    return batch
+
+
+def _edge_coins(target: torch.Tensor, ids: torch.Tensor, rng: random.Random) -> dict:
+    """coins [bs, K+1] (the coin read when draft i is tried is coins[b, i]) and final_coins
+    [bs]: at each draft, either 0.0 with the draft masked to p = 0 in `target` (in place), or
+    TOP_COIN; the final draw TOP_COIN or 0.0."""
+    bs, K = ids.shape
+    coins = torch.full((bs, K + 1), TOP_COIN)
+    for b in range(bs):
+        for i in range(K):
+            if rng.random() < 0.5:
+                coins[b, i] = 0.0
+                _mask(target[b, i], int(ids[b, i]), rng)
+    final = torch.tensor([TOP_COIN if rng.random() < 0.75 else 0.0 for _ in range(bs)])
+    return {"coins": coins, "final_coins": final}
 
 
 def _mask(p: torch.Tensor, token: int, rng: random.Random) -> None:

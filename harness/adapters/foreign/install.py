@@ -8,7 +8,7 @@ side packages its speculative kernels import, in a cache folder of its own.
   and each missing module is installed (`--no-deps`, at the version range the engine's own
   metadata asks for, where it names one), until the import succeeds. A lock file
   (harness/adapters/foreign/locks/<dist>-<version>.txt), where one is committed, installs the known
-  set in one pip call first.
+  set in one pip call first; a release without one starts from the nearest older lock.
 - On CPU with Triton 3.6, numpy below 2.4 goes in the folder too: numpy 2.4 breaks the
   Triton 3.6 interpreter on loops over a loaded scalar (Triton issue #9171).
 - This environment never breaks a release: a requirement of the engine (or, in turn, of a
@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -65,9 +66,35 @@ def installed(dist: str, version: str) -> dict | None:
 
 
 def _pip(target: Path, *reqs: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                           "--disable-pip-version-check", "--target", str(target), *reqs],
-                          capture_output=True, text=True)
+    """`reqs` into `target`, replacing a version already there. pip --target keeps an existing
+    top-level folder without --upgrade (the old package's files stay, under the new one's
+    dist-info) and replaces it whole with it, bin/ included: the other packages' scripts are
+    put back, and the old version's dist-info removed."""
+    before = {info.name for info in target.glob("*.dist-info")}
+    bin_dir, kept = target / "bin", target.parent / f".{target.name}.bin"
+    if bin_dir.is_dir():
+        shutil.copytree(bin_dir, kept, dirs_exist_ok=True)
+    # --no-compile: byte-compiling every file (transformers' thousands) is most of an
+    # install's time; the worker compiles what it imports.
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                           "--upgrade", "--no-compile", "--disable-pip-version-check",
+                           "--target", str(target), *reqs], capture_output=True, text=True)
+    if kept.is_dir():
+        bin_dir.mkdir(exist_ok=True)
+        for script in kept.iterdir():
+            if not (bin_dir / script.name).exists():
+                shutil.move(str(script), bin_dir / script.name)
+        shutil.rmtree(kept)
+    new = {_canonical(n) for n in {i.name for i in target.glob("*.dist-info")} - before}
+    for name in before:
+        if _canonical(name) in new:
+            shutil.rmtree(target / name, ignore_errors=True)
+    return done
+
+
+def _canonical(dist_info: str) -> str:
+    from packaging.utils import canonicalize_name
+    return canonicalize_name(dist_info.partition("-")[0])
 
 
 def _requirements(target: Path, dist: str) -> dict[str, str]:
@@ -95,12 +122,27 @@ def _needs_old_numpy(device: str) -> bool:
 
 def install(adapter_cls, version: str, device: str = "cpu", log=print) -> Path:
     """Install `adapter_cls.DIST==version` and resolve its side packages; returns the folder.
-    Raises ForeignImportError naming the module when the import graph cannot be served."""
+    Raises ForeignImportError naming the module when the import graph cannot be served.
+    One installer at a time per release (pytest -n auto's workers); the others wait, then
+    find it installed."""
+    import fcntl
     dist = adapter_cls.DIST
     target = site_dir(dist, version)
     if installed(dist, version):
         return target
-    target.mkdir(parents=True, exist_ok=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f".{dist}-{version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if installed(dist, version):
+            return target
+        if target.exists():  # an install stopped half-way: pip --target replaces nothing
+            shutil.rmtree(target)
+        target.mkdir()
+        return _install(adapter_cls, version, target, device, log)
+
+
+def _install(adapter_cls, version: str, target: Path, device: str, log) -> Path:
+    dist = adapter_cls.DIST
     log(f"installing {dist}=={version} into {target} (--no-deps)")
     done = _pip(target, f"{dist}=={version}")
     if done.returncode:
@@ -108,8 +150,16 @@ def install(adapter_cls, version: str, device: str = "cpu", log=print) -> Path:
                          f"{done.stderr.strip().splitlines()[-1:]}")
     reqs = _requirements(target, dist)
     _seed(adapter_cls, target=target, version=version, device=device, reqs=reqs, log=log)
-    resolve(adapter_cls, paths=[str(target)], target=target, reqs=reqs, release=version,
-            device=device, log=log).close()
+    try:
+        resolve(adapter_cls, paths=[str(target)], target=target, reqs=reqs, release=version,
+                device=device, log=log).close()
+    finally:
+        # The next release's starting set (_lock_for), even from a release that could not
+        # be served: a sweep goes release by release, and neighbours import nearly the same.
+        learned = cache_root() / "locks" / f"{dist}-{version}.txt"
+        learned.parent.mkdir(parents=True, exist_ok=True)
+        learned.write_text("\n".join(p for p in _frozen(target, dist)
+                                     if not p.lower().startswith("numpy==")) + "\n")
     (target / MARKER).write_text(json.dumps({"dist": dist, "version": version,
                                              "side_packages": _frozen(target, dist)}, indent=1))
     return target
@@ -143,14 +193,12 @@ def serve_checkout(adapter_cls, source, device: str = "cpu", log=print):
 
 def _seed(adapter_cls, *, target: Path, version: str, device: str, reqs: dict, log) -> None:
     """What goes into the folder before the import graph is tried: numpy below 2.4 where the
-    Triton 3.6 interpreter needs it, the committed lock of this version (else of the newest
-    pinned release, for a checkout), and every requirement that this environment has at a
+    Triton 3.6 interpreter needs it, the committed lock of this version (else the nearest
+    older release's, or the newest pinned release's for a checkout: _lock_for), and every requirement that this environment has at a
     version the engine does not accept (its transformers, say): the user's packages never
     break a release."""
     seeds = ["numpy<2.4"] if _needs_old_numpy(device) else []
-    lock = LOCKS / f"{adapter_cls.DIST}-{version}.txt"
-    if not lock.exists() and not _requirements(target, adapter_cls.DIST):
-        lock = LOCKS / f"{adapter_cls.DIST}-{adapter_cls.SUPPORTED[-1]}.txt"
+    lock = _lock_for(adapter_cls, version, released=bool(_requirements(target, adapter_cls.DIST)))
     if lock.exists():
         seeds += [ln.strip() for ln in lock.read_text().splitlines()
                   if ln.strip() and not ln.startswith("#")]
@@ -169,6 +217,24 @@ def _seed(adapter_cls, *, target: Path, version: str, device: str, reqs: dict, l
             f"installing {', '.join(wrong)} into its folder")
         if _pip(target, *wrong).returncode:
             raise ValueError(f"{adapter_cls.DIST}: pip could not install {wrong} into {target}")
+
+
+def _lock_for(adapter_cls, version: str, *, released: bool) -> Path:
+    """This version's committed lock; a release without one starts from the nearest older
+    release's, committed or learned by an earlier install here (its import graph resolves
+    what differs, and `mismatched` re-pins what the release's own metadata asks otherwise); a
+    checkout without one, from the newest pinned release's."""
+    from harness.adapters.foreign.releases import nearest_older
+    prefix = f"{adapter_cls.DIST}-"
+    own = LOCKS / f"{prefix}{version}.txt"
+    if own.exists():
+        return own
+    if not released:
+        return LOCKS / f"{prefix}{adapter_cls.SUPPORTED[-1]}.txt"
+    known = {p.stem[len(prefix):]: p for folder in (LOCKS, cache_root() / "locks")
+             for p in sorted(folder.glob(f"{prefix}*.txt"))}
+    near = nearest_older(version, list(known))
+    return known[near] if near else own
 
 
 def resolve(adapter_cls, *, paths: list[str], target: Path, reqs: dict, release: str,

@@ -116,6 +116,29 @@ def _sources(package: Path, folder: Path) -> set[str]:
             and ".so" not in p.suffixes and p.suffix}
 
 
+def _jit_side(adapter_cls, folder: Path, log) -> set[str]:
+    """What the engine's CUDA JIT kernels build from that no import names (JIT_SIDE: package
+    -> the files kept, JIT_DIRS: folders that must exist), installed at the engine's own
+    pinned version into the folder's JIT_SIDE_DIR, out of the import path (the adapter points
+    the build at it); folders are returned with a trailing "/" (carried empty)."""
+    side = getattr(adapter_cls, "JIT_SIDE", {})
+    where = folder / getattr(adapter_cls, "JIT_SIDE_DIR", "_jit_side")
+    reqs = inst._requirements(folder, adapter_cls.DIST)
+    out = set()
+    for dist, keep in side.items():
+        req = inst._side_requirement(dist, reqs)
+        if inst._pip(where, req).returncode:
+            log(f"  {req}: could not be installed; the JIT kernels will say what is missing")
+            continue
+        for prefix in keep:
+            base = where / prefix
+            paths = base.rglob("*") if prefix.endswith("/") else [base]
+            out |= {str(p.relative_to(folder)) for p in paths
+                    if p.is_file() and "__pycache__" not in p.parts}
+    return out | {str((where / d).relative_to(folder)) + "/"
+                  for d in getattr(adapter_cls, "JIT_DIRS", ()) if (where / d).is_dir()}
+
+
 def pack(adapter_cls, *, version: str, out: str, exercise, log=print,
          python: str | None = None, all_sources: bool = False) -> Path:
     """`exercise(kernels)` runs the laws over the release's worker once, so that every
@@ -147,10 +170,12 @@ def pack(adapter_cls, *, version: str, out: str, exercise, log=print,
         tops = {f.split("/")[0] for f in files if "/" in f and not f.startswith(
             (adapter_cls.DIST + "/",)) and ".dist-info/" not in f}
         files |= _loaded_from(folder, tops)
+        files |= _jit_side(adapter_cls, folder, log)
     files = sorted(f for f in files if not f.startswith(SKIP))
     with tarfile.open(out, "w:xz" if out.endswith(".xz") else "w:gz") as tar:
-        for f in files:
-            tar.add(folder / f, arcname=f"{adapter_cls.DIST}-{version}/{f}")
+        for f in files:  # a folder (trailing "/") goes in empty
+            tar.add(folder / f, arcname=f"{adapter_cls.DIST}-{version}/{f.rstrip('/')}",
+                    recursive=not f.endswith("/"))
     log(f"{out}: {len(files)} files, {Path(out).stat().st_size / 2**20:.1f} MiB")
     return Path(out)
 

@@ -67,8 +67,9 @@ class RemoteKernels:
         if msg[0] == "import-error":
             _, module, message, tb = msg
             raise ForeignImportError(
-                f"{name}@{release}: its import graph cannot be served here: "
-                + (f"module {module!r} is missing ({message})" if module else message)
+                f"{name}@{release}: "
+                + (f"its import graph cannot be served here: module {module!r} is missing "
+                   f"({message})" if module else f"the adapter cannot serve it: {message}")
                 + f"\n  its path: {os.pathsep.join(paths) or '(this environment)'}\n"
                 + "  worker traceback (last lines):\n"
                 + "\n".join("    " + line for line in tb.strip().splitlines()[-6:]), module)

@@ -42,6 +42,32 @@ def loaded_files(root: str) -> dict:
     return {"inside": sorted(inside), "outside": sorted(outside)}
 
 
+def engine_sources(adapter, package: str) -> dict:
+    """module name -> source text of each `package` module the adapter holds a function,
+    kernel, class, instance or module of: what a sweep diffs between two releases to explain
+    a law's flip (harness/runners/sweep_report.py)."""
+    import types
+    names = set()
+    for value in vars(adapter).values():
+        for v in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(v, types.ModuleType):
+                names.add(v.__name__)
+                continue
+            v = getattr(v, "func", v)  # functools.partial
+            v = getattr(v, "fn", v)    # a Triton JITFunction's Python function
+            mod = getattr(v, "__module__", None)
+            if not isinstance(mod, str) or mod == "builtins":
+                mod = type(v).__module__
+            names.add(mod)
+    out = {}
+    for name in sorted(n for n in names if n == package or n.startswith(package + ".")):
+        path = getattr(sys.modules.get(name), "__file__", None)
+        if path and path.endswith(".py"):
+            with open(path, encoding="utf-8", errors="replace") as f:
+                out[name] = f.read()
+    return out
+
+
 def main(argv: list[str]) -> int:
     target, device = argv[0], argv[1]
     out = _reply_pipe()
@@ -66,6 +92,9 @@ def main(argv: list[str]) -> int:
             return 0
         if method == "loaded_files":  # what `harness foreign pack` carries to a GPU
             _send(out, ("ok", loaded_files(*args)))
+            continue
+        if method == "engine_sources":  # what a sweep diffs across releases
+            _send(out, ("ok", engine_sources(adapter, *args)))
             continue
         try:
             _send(out, ("ok", getattr(adapter, method)(*args, **kwargs)))

@@ -1,0 +1,108 @@
+"""The sweep's report (harness/runners/sweep.py): a table of release x law with each release's
+wall time, the releases that could not run and why, and each flip explained.
+
+A flip is a run of consecutive releases on which a law fails (releases where it does not
+apply, or that could not run, are skipped over). For each run the report names its first
+and last affected release, the passing releases on either side (the bisection's bounds: with
+every release swept, they are adjacent), and the upstream change that bounds it: the engine
+modules the adapter reached whose text differs across each bound, with a unified diff of each
+written under DIR/flips/ (the texts come from the sweep's source cache)."""
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+from harness.runners.kernel_suite import KERNEL_LAWS
+
+DIFF_CONTEXT = 3
+
+
+def report(cls, rows: dict, *, wall_s: float, record: str | None) -> str:
+    laws = list(KERNEL_LAWS)
+    lines = [f"## {cls.name}: {len(rows)} releases, {len(laws)} kernel laws",
+             "", "| release | wall s | " + " | ".join(laws) + " |",
+             "| --- | ---: |" + " --- |" * len(laws)]
+    for v, r in rows.items():
+        cells = ([r["cells"].get(law, "not run") for law in laws] if r["status"] == "ran"
+                 else ["cannot run"] * len(laws))
+        lines.append(f"| {v} | {r.get('wall_s', 0):.0f} | " + " | ".join(cells) + " |")
+    ran = sum(r.get("wall_s", 0) for r in rows.values())
+    lines.append(f"\nwall time: {wall_s:.0f} s this invocation; {ran:.0f} s summed over the "
+                 f"{len(rows)} releases' own runs (installs included)")
+    blocked = {v: r["reason"] for v, r in rows.items() if r["status"] != "ran"}
+    if blocked:
+        lines += ["", "### Releases that could not run", ""]
+        lines += [f"- {v}: {why}" for v, why in blocked.items()]
+    lines += ["", "### Flips", ""]
+    found = False
+    for law in laws:
+        for run in failing_runs(rows, law):
+            found = True
+            lines += explain(law, run, rows, record)
+    if not found:
+        lines.append("none: every law that applies passes on every release that ran")
+    return "\n".join(lines)
+
+
+def failing_runs(rows: dict, law: str) -> list[dict]:
+    """Maximal runs of releases failing `law`, over the releases where it ran and applied:
+    dict(first, last, before, after, checks); before / after None at the sweep's ends."""
+    seq = [(v, r["cells"][law]) for v, r in rows.items()
+           if r["status"] == "ran" and r["cells"].get(law, "n/a") != "n/a"]
+    runs, cur = [], None
+    for i, (v, cell) in enumerate(seq):
+        if cell.startswith("FAIL"):
+            if cur is None:
+                cur = {"first": v, "before": seq[i - 1][0] if i else None, "checks": set()}
+            cur["last"], cur["after"] = v, None
+            cur["checks"].add(cell)
+        elif cur is not None:
+            cur["after"] = v
+            runs.append(cur)
+            cur = None
+    return runs + ([cur] if cur else [])
+
+
+def explain(law: str, run: dict, rows: dict, record: str | None) -> list[str]:
+    span = run["first"] if run["first"] == run["last"] else f"{run['first']} to {run['last']}"
+    out = [f"- **{law}** fails on {span} ({', '.join(sorted(run['checks']))}); passes on "
+           f"{run['before'] or '(no earlier release)'} before and "
+           f"{run['after'] or '(none after: unfixed in the newest release swept)'} after."]
+    replay = next((f["replay"] for f in rows[run["first"]]["failures"] if f["law"] == law
+                   and f.get("replay")), None)
+    if replay:
+        out.append(f"  - replay on {run['first']}: `{replay}`")
+    for a, b in ((run["before"], run["first"]), (run["last"], run["after"])):
+        if a and b:
+            out.append(f"  - {a} -> {b}: " + changed_modules(law, rows[a], rows[b], a, b, record))
+    return out
+
+
+def changed_modules(law: str, old: dict, new: dict, a: str, b: str, record: str | None) -> str:
+    """The engine modules whose text differs between two releases, with +/- line counts; the
+    diff written to DIR/flips/<law>-<a>-<b>.diff."""
+    from harness.runners.sweep import sources_dir
+    src_old, src_new = old.get("sources", {}), new.get("sources", {})
+    changed = sorted(m for m in set(src_old) | set(src_new) if src_old.get(m) != src_new.get(m))
+    if not changed:
+        return "no module the adapter reached changed (the flip is in the harness's draw)"
+    diff, notes = [], []
+    for m in changed:
+        before, after = (_text(sources_dir(), s.get(m)) for s in (src_old, src_new))
+        d = list(difflib.unified_diff(before, after, f"{a}/{m}", f"{b}/{m}", n=DIFF_CONTEXT))
+        plus = sum(ln.startswith("+") and not ln.startswith("+++") for ln in d)
+        minus = sum(ln.startswith("-") and not ln.startswith("---") for ln in d)
+        notes.append(f"{m} (+{plus} -{minus})" if src_old.get(m) and src_new.get(m) else
+                     f"{m} ({'new' if src_new.get(m) else 'gone'})")
+        diff += d
+    if record and diff:
+        path = Path(record) / "flips" / f"{law}-{a}-{b}.diff"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(diff))
+        notes.append(f"diff: {path}")
+    return "; ".join(notes)
+
+
+def _text(folder: Path, sha: str | None) -> list[str]:
+    path = folder / f"{sha}.py" if sha else None
+    return path.read_text().splitlines(keepends=True) if path and path.exists() else []
