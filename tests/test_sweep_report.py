@@ -33,7 +33,7 @@ def _row(cell: str, sources: dict) -> dict:
 
 def test_a_failing_run_is_bounded_by_its_passing_neighbours(tmp_path, monkeypatch):
     texts = {"a1": "x = 1\n", "a2": "x = 2\n", "b1": "y = 1\n"}
-    monkeypatch.setattr("harness.runners.sweep.sources_dir", lambda: tmp_path / "src")
+    monkeypatch.setattr("harness.runners.sweep_report.sources_dir", lambda: tmp_path / "src")
     (tmp_path / "src").mkdir()
     for sha, text in texts.items():
         (tmp_path / "src" / f"{sha}.py").write_text(text)

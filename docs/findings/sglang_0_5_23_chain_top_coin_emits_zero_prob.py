@@ -33,6 +33,14 @@ chain verify that goes through the Triton chain sampler (speculative_eagle_topk 
 rejection sampling, or the block-verification flag), whenever _verify_coins' float32 coin
 for the final draw exceeds the scan's rounded total.
 
+On a GPU: the law's recorded case (vocabulary 8) passes there, compiled Triton's sum and
+scan agreeing on it, so DEVICE is the CPU. The standalone script shows it on an H200 at a
+real vocabulary (151,936, Qwen2's, the last 20 % masked): at the final coin 1 - 2^-24, 8 of
+1,028 bonus draws (classic), 5 of 1,062 recovered draws (classic) and 6 of 1,030 bonus draws
+(block) gave a token of probability 0; none of 46,032 ordinary coins did
+(bench/results/kernel-gate-sglang-jit-h200-2026-11-28-8bb0cbc.txt). The rate in serving is
+the share of coins above the scan's rounded total: rare per token, steady at scale.
+
 Verdict: bug, unfixed in the newest release checked (0.5.23); its range over every release
 is in bench/results/sweep-sglang-cpu-2026-11-28/ (the sweep draws known findings).
 

@@ -236,7 +236,8 @@ class SglangKernels:
         return {"predicts": pred.cpu(), "accept_index": acc.cpu(), "accept_len": num.cpu()}
 
     def tree_sampling(self, candidates, **kw):
-        return TS.tree_sampling(self._tree_sampler, self.device, candidates=candidates, **kw)
+        return TS.tree_sampling(self._tree_sampler, device=self.device, candidates=candidates,
+                                **kw)
 
     def chain_sampling(self, draft_ids, *, num_drafts, draft_probs, target_probs, greedy, seed,
                        variant, coins=None, final_coins=None):

@@ -76,7 +76,7 @@ def why_absent(device: str, fn) -> str | None:
             if missing else None)
 
 
-def tree_sampling(fn, device: str, *, candidates, retrieve_index, next_token, next_sibling,
+def tree_sampling(fn, *, device: str, candidates, retrieve_index, next_token, next_sibling,
                   target_probs, seed, num_steps) -> dict:
     from harness.adapters import sglang_forms as F
     bs, ndt = candidates.shape

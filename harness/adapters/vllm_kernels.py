@@ -282,7 +282,10 @@ class VllmKernels:
         from vllm.v1.sample.sampler import Sampler
         self._entry_form = vllm_entry.entry_signature(rejection_sampler.RejectionSampler)
         spec = _optional("vllm.v1.spec_decode.metadata", "SpecDecodeMetadata")
-        procs = _optional("vllm.v1.sample.logits_processor", "LogitsProcessors")
+        # The logits-processor holder: LogitsProcessors (0.10.1+), LogitsProcessorManager
+        # (0.9.2-0.10.0: the same two lists, argmax_invariant and non_argmax_invariant).
+        procs = (_optional("vllm.v1.sample.logits_processor", "LogitsProcessors")
+                 or _optional("vllm.v1.sample.logits_processor", "LogitsProcessorManager"))
         self._logits_procs = procs and procs[0]
         if not (self._entry_form and spec):
             self._entry_form = None

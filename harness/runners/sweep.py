@@ -26,12 +26,12 @@ import time
 from pathlib import Path
 
 from harness.runners.kernel_suite import KERNEL_LAWS, print_failures, repro_command, run_law
+from harness.runners.sweep_report import report, sources_dir
 
 
 def sweep(engine: str, *, versions: list[str], device: str, examples: int, budget: float,
           record: str | None = None, discard: bool = False, out=sys.stdout) -> int:
     from harness.adapters.registry import parse
-    from harness.runners.sweep_report import report
     os.environ.setdefault("SPECDEC_KNOWN_FINDINGS", "include")
     cls, _ = parse(engine)
     rows, t0 = {}, time.perf_counter()
@@ -91,11 +91,6 @@ def run_release(cls, version: str, *, device: str, examples: int, budget: float,
     print_failures(reports, device, out)
     _discard(cls, version, fresh and discard)
     return row
-
-
-def sources_dir() -> Path:
-    from harness.adapters.foreign.install import cache_root
-    return cache_root() / "sources"
 
 
 def _store_sources(texts: dict[str, str]) -> dict[str, str]:

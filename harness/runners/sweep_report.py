@@ -74,15 +74,21 @@ def explain(law: str, run: dict, rows: dict, record: str | None) -> list[str]:
         out.append(f"  - replay on {run['first']}: `{replay}`")
     for a, b in ((run["before"], run["first"]), (run["last"], run["after"])):
         if a and b:
-            out.append(f"  - {a} -> {b}: " + changed_modules(law, rows[a], rows[b], a, b, record))
+            out.append(f"  - {a} -> {b}: " + changed_modules(law, rows, a=a, b=b,
+                                                             record=record))
     return out
 
 
-def changed_modules(law: str, old: dict, new: dict, a: str, b: str, record: str | None) -> str:
+def sources_dir() -> Path:
+    """Where the sweep keeps the engine modules' texts, by hash (shared by every sweep)."""
+    from harness.adapters.foreign.install import cache_root
+    return cache_root() / "sources"
+
+
+def changed_modules(law: str, rows: dict, *, a: str, b: str, record: str | None) -> str:
     """The engine modules whose text differs between two releases, with +/- line counts; the
     diff written to DIR/flips/<law>-<a>-<b>.diff."""
-    from harness.runners.sweep import sources_dir
-    src_old, src_new = old.get("sources", {}), new.get("sources", {})
+    src_old, src_new = rows[a].get("sources", {}), rows[b].get("sources", {})
     changed = sorted(m for m in set(src_old) | set(src_new) if src_old.get(m) != src_new.get(m))
     if not changed:
         return "no module the adapter reached changed (the flip is in the harness's draw)"
