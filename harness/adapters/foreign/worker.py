@@ -43,26 +43,29 @@ def loaded_files(root: str) -> dict:
 
 
 def engine_sources(adapter, package: str) -> dict:
-    """module name -> source text of each `package` module the adapter holds a function,
-    kernel, class, instance or module of: what a sweep diffs between two releases to explain
-    a law's flip (harness/runners/sweep_report.py)."""
+    """module name -> source text of each `package` file the adapter holds a function,
+    kernel, class, instance or module of (a kernel compiled from a file's source without
+    importing it is found by its code's file): what a sweep diffs between two releases to
+    explain a law's flip (harness/runners/sweep_report.py)."""
     import types
-    names = set()
+    root = os.path.dirname(os.path.dirname(os.path.realpath(
+        importlib.import_module(package).__file__)))
+    files = set()
     for value in vars(adapter).values():
         for v in value if isinstance(value, (tuple, list)) else (value,):
-            if isinstance(v, types.ModuleType):
-                names.add(v.__name__)
-                continue
             v = getattr(v, "func", v)  # functools.partial
             v = getattr(v, "fn", v)    # a Triton JITFunction's Python function
-            mod = getattr(v, "__module__", None)
-            if not isinstance(mod, str) or mod == "builtins":
+            code = getattr(v, "__code__", None)
+            mod = v.__name__ if isinstance(v, types.ModuleType) else getattr(
+                v, "__module__", None)
+            if not isinstance(mod, str) or mod not in sys.modules:
                 mod = type(v).__module__
-            names.add(mod)
+            files.add(code.co_filename if code else getattr(sys.modules.get(mod), "__file__", ""))
     out = {}
-    for name in sorted(n for n in names if n == package or n.startswith(package + ".")):
-        path = getattr(sys.modules.get(name), "__file__", None)
-        if path and path.endswith(".py"):
+    for path in sorted(filter(None, files)):
+        path = os.path.realpath(path)
+        if path.endswith(".py") and path.startswith(os.path.join(root, package) + os.sep):
+            name = os.path.relpath(path, root)[:-3].replace(os.sep, ".").removesuffix(".__init__")
             with open(path, encoding="utf-8", errors="replace") as f:
                 out[name] = f.read()
     return out
