@@ -542,17 +542,29 @@ class VllmKernels:
         if set(canon) - set(args):
             raise TypeError(f"{kernel.fn.__name__}{tuple(names)}: the adapter has no "
                             f"{sorted(set(canon) - set(args))}; teach it this release's kernel")
+        if "idx_mapping" not in canon:
+            # 0.13-0.14: no request-state indirection; the caller (prepare_eagle_inputs)
+            # hands last_sampled and next_prefill_tokens per batch row, [num_reqs].
+            args.update(last_sampled=idx(NEXT_ID + torch.arange(bs), torch.int64),
+                        next_prefill_tokens=idx(torch.full((bs,), -6)))
         kernel[(bs,)](*[args[c] for c in canon], BLOCK_SIZE=1024)
         out = {k: v.cpu() for k, v in args.items() if isinstance(v, torch.Tensor)}
-        return {"positions": out["draft_positions"],
-                "last_token_indices": out["last_token_indices"][:bs],
-                "source_indices": None, "input_ids": out["draft_input_ids"],
-                "query_start_loc": out["draft_query_start_loc"][:bs + 1],
-                "seq_lens": out["draft_seq_lens"][:bs],
-                "graph_padding": {"last_token_indices": out["last_token_indices"][bs:],
-                                  "query_start_loc": out["draft_query_start_loc"][bs + 1:],
-                                  "seq_lens": out["draft_seq_lens"][bs:],
-                                  "draft_step": out["draft_current_step"]}}
+        # Only what this release's kernel writes: 0.13-0.21's writes no seq_lens,
+        # query_start_loc or draft step, and pads nothing past the batch (no max_num_reqs).
+        has = set(canon)
+        got = {"positions": out["draft_positions"],
+               "last_token_indices": out["last_token_indices"][:bs],
+               "source_indices": None, "input_ids": out["draft_input_ids"]}
+        pad = {"last_token_indices": out["last_token_indices"][bs:]}
+        for key, name, start in (("query_start_loc", "draft_query_start_loc", bs + 1),
+                                 ("seq_lens", "draft_seq_lens", bs)):
+            if name in has:
+                got[key], pad[key] = out[name][:start], out[name][start:]
+        if "draft_current_step" in has:
+            pad["draft_step"] = out["draft_current_step"]
+        if "max_num_reqs" in has:
+            got["graph_padding"] = pad
+        return got
 
     def draft_next_token(self, sampled, discard, backup, vocab_size):
         """As prepare_next_token_ids_padded calls it: int32 sampled rows, a bool mask."""
