@@ -45,9 +45,19 @@ MRV2 = "vllm.v1.worker.gpu.spec_decode"
 # The leading arguments the adapter passes positionally ("target_*": probs or logits).
 V1_ARGS = ("draft_token_ids", "num_draft_tokens", "max_spec_len", "cu_num_draft_tokens",
            "draft_probs", "target_*", "bonus_token_ids", "sampling_metadata")
+# MRV2's probabilistic sampler takes these by name (0.18 has no expanded_* mappings).
 MRV2_ARGS = ("target_logits", "draft_logits", "draft_sampled", "cu_num_logits", "pos",
              "idx_mapping", "expanded_idx_mapping", "expanded_local_pos", "temperature", "seed",
              "num_speculative_steps")
+
+
+def _check_names(fn, known) -> None:
+    """A clear error where a release's function needs an argument the adapter does not make."""
+    params = inspect.signature(fn).parameters
+    missing = [n for n, p in params.items() if p.default is p.empty and n not in known]
+    if missing:
+        raise TypeError(f"{fn.__module__}.{fn.__name__}{inspect.signature(fn)}: the adapter "
+                        f"has no {missing}; teach it this release's signature")
 
 
 def _tokens(out):
@@ -260,7 +270,7 @@ class VllmKernels:
                 or _optional(f"{MRV2}.rejection_sampler", "probabilistic_rejection_sample"))
         self._mrv2 = prob and prob[0]
         if self._mrv2:
-            _check_args(self._mrv2, MRV2_ARGS)
+            _check_names(self._mrv2, MRV2_ARGS)
         strict = (_optional(f"{MRV2}.rejection_sampler", "strict_rejection_sample")
                   or _optional(f"{MRV2}.rejection_sample", "rejection_sample"))
         gumbel = _optional("vllm.v1.worker.gpu.sample.gumbel", "gumbel_sample")
@@ -412,8 +422,6 @@ class VllmKernels:
                                                                              seeds.long())
         expanded = state[req].int()
         d = lambda t: t.to(dev)  # noqa: E731
-        common = [d(cu), d(pos), d(state.int()), d(expanded), d(local.int()), d(temp),
-                  d(slot_seeds), k]
         if variant == "mrv2-strict":
             strict, gumbel = self._strict
             gp = inspect.signature(gumbel).parameters
@@ -428,19 +436,30 @@ class VllmKernels:
             q = draft_probs
             if q is None and self._mrv2_needs_q:  # 0.19: a one-hot draft distribution
                 q = torch.zeros_like(target_probs[:, :k]).scatter_(2, draft_ids[..., None], 1.0)
+            params = inspect.signature(self._mrv2).parameters
+            # 0.18: draft logits per batch row, [num_reqs, steps, V]; 0.19+: per request
+            # state slot, reached through expanded_idx_mapping.
+            per_row = "expanded_idx_mapping" not in params
             q_logits = None
             if q is not None:  # free slots: a one-hot draft on token 0
-                per_slot = torch.zeros(slots, k, vocab)
+                rows = bs if per_row else slots
+                per_slot = torch.zeros(rows, k, vocab)
                 per_slot[:, :, 0] = 1.0
-                per_slot[state] = q.float()
-                # raw drafter logits: log q + an offset per (slot, step), so that a
-                # normalisation read from another slot shows
+                per_slot[torch.arange(bs) if per_row else state] = q.float()
+                # raw drafter logits: log q + an offset per (row, step), so that a
+                # normalisation read from another row shows
+                keys = seeds.long() if per_row else slot_seeds
                 offsets = vllm_entry.row_offsets(
-                    slot_seeds ^ 0xD4AF7, torch.ones(slots, k, dtype=torch.bool)).view(slots, k)
+                    keys ^ 0xD4AF7, torch.ones(rows, k, dtype=torch.bool)).view(rows, k)
                 q_logits = d((vllm_entry.as_logits(per_slot) + offsets[..., None]).contiguous())
-            extra = {"use_block_verification": True} if variant == "mrv2-block" else {}
-            sampled, num = self._mrv2(d(logits), q_logits, d(draft_sampled.int()), *common,
-                                      **extra)
+            named = {"target_logits": d(logits), "draft_logits": q_logits,
+                     "draft_sampled": d(draft_sampled.int()), "cu_num_logits": d(cu),
+                     "pos": d(pos), "idx_mapping": d(state.int()),
+                     "expanded_idx_mapping": d(expanded), "expanded_local_pos": d(local.int()),
+                     "temperature": d(temp), "seed": d(slot_seeds), "num_speculative_steps": k}
+            if variant == "mrv2-block":
+                named["use_block_verification"] = True
+            sampled, num = self._mrv2(**{n: v for n, v in named.items() if n in params})
         sampled, num = sampled.cpu(), num.cpu().long()
         keep = torch.arange(sampled.shape[1])[None, :] < num[:, None]
         return torch.where(keep, sampled.long(), -1)
