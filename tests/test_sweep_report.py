@@ -46,6 +46,7 @@ def test_a_failing_run_is_bounded_by_its_passing_neighbours(tmp_path, monkeypatc
     runs = sweep_report.failing_runs(rows, LAW)
     assert [(r["first"], r["last"], r["before"], r["after"]) for r in runs] == [
         ("1.1", "1.3", "1.0", "1.4"), ("1.5", "1.5", "1.4", None)]
+    assert [r["how"] for r in runs] == ["support", "crash"]
     text = sweep_report.report(type("C", (), {"name": "x-kernels"}), rows, wall_s=1.0,
                                record=str(tmp_path / "rec"))
     assert "fails on 1.1 to 1.3" in text and "1.0 -> 1.1: m (+1 -1)" in text
@@ -54,6 +55,17 @@ def test_a_failing_run_is_bounded_by_its_passing_neighbours(tmp_path, monkeypatc
     assert "1.2: no wheel" in text
     diff = (tmp_path / "rec" / "flips" / f"{LAW}-1.0-1.1.diff").read_text()
     assert "-x = 1" in diff and "+x = 2" in diff
+
+
+def test_a_run_splits_where_the_law_fails_another_way():
+    rows = {"1.0": _row("FAIL (support)", {}), "1.1": _row("FAIL (support)", {}),
+            "1.2": _row("FAIL (crash)", {}), "1.3": _row("ok 8", {})}
+    rows["1.2"]["failures"][0]["message"] = "[x/crash] variant entry: boom"
+    runs = sweep_report.failing_runs(rows, LAW)
+    assert [(r["first"], r["last"], r["how"]) for r in runs] == [
+        ("1.0", "1.1", "support"), ("1.2", "1.2", "crash, variant entry")]
+    text = sweep_report.report(type("C", (), {"name": "x"}), rows, wall_s=0.0, record=None)
+    assert "after it 1.2 (fails: crash, variant entry)" in text
 
 
 def test_every_law_passing_reports_no_flip():

@@ -10,6 +10,7 @@ written under DIR/flips/ (the texts come from the sweep's source cache)."""
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 
 from harness.runners.kernel_suite import KERNEL_LAWS
@@ -45,29 +46,46 @@ def report(cls, rows: dict, *, wall_s: float, record: str | None) -> str:
 
 
 def failing_runs(rows: dict, law: str) -> list[dict]:
-    """Maximal runs of releases failing `law`, over the releases where it ran and applied:
-    dict(first, last, before, after, checks); before / after None at the sweep's ends."""
-    seq = [(v, r["cells"][law]) for v, r in rows.items()
+    """Maximal runs of releases failing `law` the same way (the same check, through the same
+    variant), over the releases where it ran and applied: dict(first, last, before, after,
+    how); before / after are the neighbouring releases (None at the sweep's ends), which
+    pass or fail the law another way (a bug fixed where another starts)."""
+    seq = [(v, _how(r, law)) for v, r in rows.items()
            if r["status"] == "ran" and r["cells"].get(law, "n/a") != "n/a"]
     runs, cur = [], None
-    for i, (v, cell) in enumerate(seq):
-        if cell.startswith("FAIL"):
-            if cur is None:
-                cur = {"first": v, "before": seq[i - 1][0] if i else None, "checks": set()}
-            cur["last"], cur["after"] = v, None
-            cur["checks"].add(cell)
-        elif cur is not None:
+    for i, (v, how) in enumerate(seq):
+        if cur is not None and how != cur["how"]:
             cur["after"] = v
             runs.append(cur)
             cur = None
+        if how and cur is None:
+            cur = {"first": v, "before": seq[i - 1][0] if i else None, "how": how}
+        if cur is not None:
+            cur["last"], cur["after"] = v, None
     return runs + ([cur] if cur else [])
+
+
+def _how(row: dict, law: str) -> str | None:
+    """How the release fails the law ("check, variant V"), or None where it passes."""
+    cell = row["cells"][law]
+    if not cell.startswith("FAIL"):
+        return None
+    message = next((f.get("message", "") for f in row["failures"] if f["law"] == law), "")
+    variant = re.search(r"\bvariant ([\w-]+):", message)
+    return cell[len("FAIL ("):-1] + (f", variant {variant.group(1)}" if variant else "")
 
 
 def explain(law: str, run: dict, rows: dict, record: str | None) -> list[str]:
     span = run["first"] if run["first"] == run["last"] else f"{run['first']} to {run['last']}"
-    out = [f"- **{law}** fails on {span} ({', '.join(sorted(run['checks']))}); passes on "
-           f"{run['before'] or '(no earlier release)'} before and "
-           f"{run['after'] or '(none after: unfixed in the newest release swept)'} after."]
+
+    def side(v: str | None, where: str) -> str:
+        if v is None:
+            return ("(no earlier release)" if where == "before" else
+                    "(none after: unfixed in the newest release swept)")
+        how = _how(rows[v], law)
+        return f"{v} ({'passes' if how is None else 'fails: ' + how})"
+    out = [f"- **{law}** fails on {span} ({run['how']}); before it "
+           f"{side(run['before'], 'before')}, after it {side(run['after'], 'after')}."]
     replay = next((f["replay"] for f in rows[run["first"]]["failures"] if f["law"] == law
                    and f.get("replay")), None)
     if replay:
@@ -95,6 +113,9 @@ def changed_modules(law: str, rows: dict, *, a: str, b: str, record: str | None)
     diff, notes = [], []
     for m in changed:
         before, after = (_text(sources_dir(), s.get(m)) for s in (src_old, src_new))
+        if (src_old.get(m) and not before) or (src_new.get(m) and not after):
+            notes.append(f"{m} (changed; its text is not in {sources_dir()})")
+            continue
         d = list(difflib.unified_diff(before, after, f"{a}/{m}", f"{b}/{m}", n=DIFF_CONTEXT))
         plus = sum(ln.startswith("+") and not ln.startswith("+++") for ln in d)
         minus = sum(ln.startswith("-") and not ln.startswith("---") for ln in d)
