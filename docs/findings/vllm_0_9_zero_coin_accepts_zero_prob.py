@@ -18,12 +18,14 @@ enough at serving scale to emit tokens outside the target's support (after top-k
 filtered-out token).
 
 Verdict: bug, fixed upstream by vllm-project/vllm PR #23803 ("[BugFix][Spec Decode] Use
-float64 for uniform_probs", merged 2025-08-28; first in a swept release with 0.11.0):
+float64 for uniform_probs", merged 2025-08-28; first released in 0.10.2):
 generate_uniform_probs draws float64 coins ("there's a non-negligible chance that
 uniform_prob is sampled to be exact 0.0", pytorch/pytorch#16706).
 The comparison is unchanged, so a coin of exactly 0.0 (now once in 2^53) would still accept;
 the law's explicit example no longer reaches it because the float64 draw of this seed is not
-0. Releases 0.11.0 to 0.33.0 pass (sweep table, docs/adapters.md).
+0. The sweep over every release (bench/results/sweep-vllm-cpu-2026-11-28/) fails this
+example on 0.8.1 to 0.10.1.1 (variant classic; 0.8.0 has no Triton sampler) and passes it
+from 0.10.2 on; the rejection_sampler diff across that bound is the float64 draw.
 
 Run: `python docs/findings/vllm_0_9_zero_coin_accepts_zero_prob.py [RELEASE]` (default 0.9.0;
 exit 1 while it reproduces; the release is installed first when missing).
