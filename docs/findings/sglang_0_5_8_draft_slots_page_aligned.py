@@ -30,10 +30,12 @@ prepare_for_draft (sglang/srt/speculative/eagle_worker_common.py): 0.5.14 to 0.5
 the law. SGLang 0.5.8's own reader (generate_draft_decode_kv_indices) reads branch k at the
 contract's slots, so the drafter writes KV where it does not read it: acceptance drops,
 outputs stay lossless (the target verifies). No upstream issue or PR names the symptom;
-the rewrite removed its cause. Releases checked: 0.5.3 passes (its kernel copies
-the partial page in place and runs Part 3 whenever page_size > 1 and topk > 1; the
-`duplicate_cache_len > 0` guard came with the copy lists of later releases), 0.5.8 fails;
-the sweep's other releases pass (docs/findings/sweep-2026-11-26.md).
+the rewrite removed its cause. Releases checked: every release, by the sweep
+(bench/results/sweep-sglang-cpu-2026-11-28/, 8 examples a law): kernel_kv_slots fails on
+0.5.6 to 0.5.12.post1, each in the same check (draft_out_cache_loc, request 0, branch 1),
+and passes on 0.5.5.post3 before and 0.5.13 after. 0.5.3 passes (its kernel copies the
+partial page in place and runs Part 3 whenever page_size > 1 and topk > 1; the
+`duplicate_cache_len > 0` guard came with the copy lists of later releases).
 
 Run: `python docs/findings/sglang_0_5_8_draft_slots_page_aligned.py [RELEASE]` (default
 0.5.8; exit 1 while it reproduces; the release is installed first when missing).
