@@ -175,9 +175,18 @@ def _no_pinned_memory_without_accelerator() -> None:
     torch cannot pin without an accelerator, so the entry's penalties (make_tensor_with_pad)
     would fail where vLLM's own CPU platform says False. Its CPU platform is no way out: its
     greedy sampling calls a compiled CPU op (torch.ops._C.greedy_argmax)."""
+    import sys
     from vllm.platforms import current_platform
-    if not torch.cuda.is_available() and current_platform.is_pin_memory_available():
-        type(current_platform).is_pin_memory_available = classmethod(lambda cls: False)
+    if torch.cuda.is_available() or not current_platform.is_pin_memory_available():
+        return
+    type(current_platform).is_pin_memory_available = classmethod(lambda cls: False)
+    # 0.24-0.31 read it once, at import, into module constants (torch_utils.PIN_MEMORY, and
+    # the penalties op's copy of it): those say False too.
+    importlib.util.find_spec("vllm.v1.sample.ops.penalties") and importlib.import_module(
+        "vllm.v1.sample.ops.penalties")
+    for name, module in list(sys.modules.items()):
+        if name.startswith("vllm") and getattr(module, "PIN_MEMORY", None) is True:
+            module.PIN_MEMORY = False
 
 
 # Recorded findings (docs/findings/<id>.py): the law, variant and input class they break, and

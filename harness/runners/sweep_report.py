@@ -80,7 +80,7 @@ def explain(law: str, run: dict, rows: dict, record: str | None) -> list[str]:
 
     def side(v: str | None, where: str) -> str:
         if v is None:
-            return ("(no earlier release)" if where == "before" else
+            return ("(no earlier release where it applies)" if where == "before" else
                     "(none after: unfixed in the newest release swept)")
         how = _how(rows[v], law)
         return f"{v} ({'passes' if how is None else 'fails: ' + how})"
