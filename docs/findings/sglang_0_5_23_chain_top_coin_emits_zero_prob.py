@@ -41,8 +41,11 @@ real vocabulary (151,936, Qwen2's, the last 20 % masked): at the final coin 1 - 
 (bench/results/kernel-gate-sglang-jit-h200-2026-11-28-8bb0cbc.txt). The rate in serving is
 the share of coins above the scan's rounded total: rare per token, steady at scale.
 
-Verdict: bug, unfixed in the newest release checked (0.5.23); its range over every release
-is in bench/results/sweep-sglang-cpu-2026-11-28/ (the sweep draws known findings).
+Verdict: bug, unfixed in the newest release (0.5.23). Over every release (the sweep,
+bench/results/sweep-sglang-cpu-2026-11-28/REPORT.md, which draws known findings) the law's
+case fails on each release from 0.5.14, the first with the Triton chain sampler
+(srt/speculative/reject_sampling.py; kernels/ops/speculative/ from 0.5.16), to 0.5.23; before
+0.5.14 SGLang had no chain sampler the law applies to.
 
 Run: `python docs/findings/sglang_0_5_23_chain_top_coin_emits_zero_prob.py [RELEASE]` (exit 1
 while it reproduces; the release is installed first when missing).

@@ -24,7 +24,9 @@ and tests `temp == 0.0` in its kernels.
 Where it reaches production: MRV2 (VLLM_USE_V2_MODEL_RUNNER=1) with probabilistic rejection
 sampling turned on (the default there is strict), and any greedy request in the batch.
 
-Verdict: bug in 0.18.0 and 0.18.1 (the releases with this signature), fixed in 0.19.0.
+Verdict: bug in 0.18.0 and 0.18.1 (the releases with this signature), fixed in 0.19.0: the
+sweep (bench/results/sweep-vllm-cpu-2026-11-28/REPORT.md) fails kernel_chain_acceptance
+(greedy, variant mrv2) on both and passes 0.17.1 before and 0.19.0 after.
 
 Run: `python docs/findings/vllm_0_18_mrv2_probabilistic_greedy_rows_sampled.py [RELEASE]`
 (default 0.18.0; exit 1 while it reproduces; the release is installed first when missing).
