@@ -47,6 +47,16 @@ def chain_tokens(predicts, accept_index, accept_num, draft_ids) -> torch.Tensor:
     return out
 
 
+def chain_coins(bs: int, k: int, seed: int, coins=None, final_coins=None):
+    """A chain sampler's coins as its caller draws them from `seed` (one per draft slot,
+    [bs, k+1], and one final coin per row), or the law's own where it hands them over
+    (accepts["coin_inputs"]: the edge_coins class)."""
+    gen = torch.Generator().manual_seed(seed)
+    drawn, final = torch.rand(bs, k + 1, generator=gen), torch.rand(bs, generator=gen)
+    return (drawn if coins is None else coins.float(),
+            final if final_coins is None else final_coins.float())
+
+
 def verify_buffers(bs: int, ndt: int, width: int, device):
     """Fresh predicts / accept_index / accept_token_num, filled with sentinels."""
     return (torch.full((bs * ndt,), -1, dtype=torch.int32, device=device),

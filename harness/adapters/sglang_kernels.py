@@ -243,11 +243,7 @@ class SglangKernels:
                        variant, coins=None, final_coins=None):
         bs, k = draft_ids.shape
         out = torch.full((bs, k + 1), -1, dtype=torch.int64)
-        gen = torch.Generator().manual_seed(seed)
-        drawn, final = torch.rand(bs, k + 1, generator=gen), torch.rand(bs, generator=gen)
-        # The caller's coins where the law hands them over (accepts["coin_inputs"]).
-        coins = drawn if coins is None else coins.float()
-        final = final if final_coins is None else final_coins.float()
+        coins, final = F.chain_coins(bs, k, seed, coins, final_coins)
         extra = {"block_verification": True} if variant == "block" else {}
         # SGLang verifies an all-greedy batch with verify_tree_greedy on target argmax, a
         # sampled one with the chain sampler: a mixed batch is split the same way.

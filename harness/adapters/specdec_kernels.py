@@ -76,11 +76,7 @@ class SpecdecKernels:
         chain = self._k()[2]
         bs, k = draft_ids.shape
         out = torch.full((bs, k + 1), -1, dtype=torch.int64)
-        gen = torch.Generator().manual_seed(seed)
-        drawn, final = torch.rand(bs, k + 1, generator=gen), torch.rand(bs, generator=gen)
-        # The caller's coins where the law hands them over (accepts["coin_inputs"]).
-        coins = drawn if coins is None else coins.float()
-        final = final if final_coins is None else final_coins.float()
+        coins, final = F.chain_coins(bs, k, seed, coins, final_coins)
         for rows, is_greedy in ((greedy.nonzero()[:, 0], True), ((~greedy).nonzero()[:, 0], False)):
             if len(rows) == 0:
                 continue
