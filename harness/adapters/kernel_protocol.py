@@ -17,6 +17,12 @@ token; index layouts follow docs/contract.md sections 4-6):
   seq_lens [bs] i64, topk, spec_steps, ndt, mode) -> dict(mask, positions [bs*ndt],
   retrieve_index [bs, ndt], next_token [bs, ndt], next_sibling [bs, ndt])`; `mask` is flat in
   `mode` (0 full, 1 qlen-only, 2 bit-packed), retrieve_index holds flat ids b*ndt + t.
+- CHAIN_TREE_BUILD: `chain_tree_build(bonus [bs] i64, draft_tokens [bs, S] i64, seq_lens [bs]
+  i64, req_to_token [R, L] i32, req_pool_indices [bs] i64, mrope) -> dict(mask, positions,
+  retrieve_index, next_token, next_sibling (as TREE_BUILD's for topk 1, ndt S + 1, mode 1),
+  tokens [bs*(S+1)] (the bonus, then the drafts), out_cache_loc [bs*(S+1)] (the request's
+  req_to_token row at seq_len + t, or None where the engine makes it elsewhere),
+  mrope_positions [3, bs*(S+1)] where `mrope`)`: a chain draft's verify batch, built in one.
 - GREEDY_TREE_VERIFY: `greedy_tree_verify(candidates [bs, ndt] i64, retrieve_index,
   next_token, next_sibling, target_predict [bs, ndt] i64, num_steps) -> dict(predicts
   [bs*ndt], accept_index [bs, num_steps+1] (flat ids, -1 padded), accept_len [bs])`; only
@@ -74,6 +80,14 @@ token; index layouts follow docs/contract.md sections 4-6):
   returns), discard [bs] bool, backup [bs] i64, vocab_size) -> dict(next_token [bs],
   valid_count [bs])`: the token the drafter continues from, the row's last emitted token,
   or backup[b] where the row emitted none or the request is discarded (valid_count 0 then).
+- DRAFT_STEP_SLOTS: `draft_step_slots(positions [bs] i64, block_table [bs, ceil(M/B)] i32,
+  seq_lens [bs] i32, block_size B, max_model_len M, padded_bs, steps) -> dict(positions
+  [steps, bs], slot_mapping [steps, padded_bs], seq_lens [steps, bs])`: the EAGLE drafter's
+  autoregressive steps after its first token, chained as the drafter chains them (step s's
+  outputs, in the engine's own buffers, are step s+1's inputs): request b's draft position
+  moves from positions[b] (its last verified token's; seq_lens[b] = positions[b] + 1) by
+  one a step; slot_mapping is where that step's token KV goes (-1: no write), rows past bs
+  the CUDA-graph padding.
 
 `accepts`: what the adapter's kernels take, so the strategies draw it all and no more:
 "tree_mask_modes" (tuple), "ragged_drafts" (bool: num_drafts may differ per row),
@@ -93,6 +107,7 @@ from typing import Protocol, runtime_checkable
 
 class Component(str, enum.Enum):
     TREE_BUILD = "tree_build"
+    CHAIN_TREE_BUILD = "chain_tree_build"
     GREEDY_TREE_VERIFY = "greedy_tree_verify"
     CHAIN_SAMPLING = "chain_sampling"
     TREE_SAMPLING = "tree_sampling"
@@ -101,6 +116,7 @@ class Component(str, enum.Enum):
     DRAFT_DECODE_KV_INDICES = "draft_decode_kv_indices"
     DRAFT_EXTEND_INPUTS = "draft_extend_inputs"
     DRAFT_NEXT_TOKEN = "draft_next_token"
+    DRAFT_STEP_SLOTS = "draft_step_slots"
 
 
 DEFAULT_ACCEPTS = {"tree_mask_modes": (0, 1, 2), "ragged_drafts": False, "greedy_rows": False,

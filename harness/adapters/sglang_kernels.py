@@ -23,6 +23,9 @@ S, K = "sglang.srt.speculative.", "sglang.kernels.ops.speculative."
 HOMES = {
     "tree": [K + "spec_tree:sgl_build_tree_kernel_triton",                    # 0.5.23
              S + "eagle_utils:sgl_build_tree_kernel_triton"],                 # 0.5.15-0.5.21
+    # topk 1: the whole chain verify batch in one kernel (0.5.23; eagle_worker_common's
+    # verify preparation calls it on CUDA with the qlen-only mask).
+    "chain_tree": [K + "eagle:build_chain_tree"],                             # 0.5.23
     "verify": [K + "spec_tree:verify_tree_greedy_triton",                     # 0.5.23
                S + "eagle_utils:verify_tree_greedy_triton"],                  # 0.5.15-0.5.21
     "chain": [K + "reject_sampling:chain_speculative_sampling_triton",         # 0.5.16+
@@ -56,6 +59,12 @@ NO_NEXT_TOKEN = (
     "SGLang's verify returns accept lengths with the tokens, so nothing scans -1 padded rows: "
     "the next token is verified_id at the accept length (create_extend_after_decode_spec_info, "
     "fill_bonus_tokens, both given accept_lens), and it has no discarded-request mask")
+NO_CHAIN_TREE = ("no build_chain_tree before 0.5.23: a topk-1 chain's verify tree goes "
+                 "through build_tree_kernel_efficient (law kernel_tree_build's tree_build)")
+NO_STEP_SLOTS = (
+    "SGLang assigns every draft step's slots before the first step (assign_draft_cache_locs / "
+    "prepare_for_draft, law kernel_kv_slots) and advances the draft positions inline "
+    "(draft_forward's positions.add_(1)); no per-step slot function")
 # Checked in every SWEEP release: the tree sampler has never had a Triton or CPU form (on a
 # GPU with nvcc, 0.5.23's JIT one is mapped: sglang_tree_sampler.py).
 NO_TREE_SAMPLING = TS.why_absent("cpu", None)
@@ -135,8 +144,10 @@ class SglangKernels:
     SWEEP = ("0.4.6.post5", "0.4.9.post6", "0.5.3", "0.5.8", "0.5.14", "0.5.15.post1",
              "0.5.19", "0.5.23")
     # Class-level: the pinned release's; an instance narrows them to its release.
-    components = frozenset(Component) - {C.TREE_SAMPLING, C.DRAFT_NEXT_TOKEN}
-    why_not: dict = {C.TREE_SAMPLING: NO_TREE_SAMPLING, C.DRAFT_NEXT_TOKEN: NO_NEXT_TOKEN}
+    components = frozenset(Component) - {C.TREE_SAMPLING, C.DRAFT_NEXT_TOKEN,
+                                         C.DRAFT_STEP_SLOTS}
+    why_not: dict = {C.TREE_SAMPLING: NO_TREE_SAMPLING, C.DRAFT_NEXT_TOKEN: NO_NEXT_TOKEN,
+                     C.DRAFT_STEP_SLOTS: NO_STEP_SLOTS}
     accepts = {**DEFAULT_ACCEPTS, "tree_mask_modes": (0, 1), "greedy_rows": True,
                "deterministic_draft": True, "variants": ("classic", "block"),
                "coin_inputs": True}  # eagle_utils' _verify_coins hands the kernel its coins
@@ -153,6 +164,7 @@ class SglangKernels:
             stub_package("sgl_kernel")
             f = {key: _find(homes) for key, homes in HOMES.items()}
         self._tree, self._verify, self._chain = f["tree"], f["verify"], f["chain"]
+        self._chain_tree = f["chain_tree"]
         self._r2t_func, self._r2t_kernel = f["r2t_func"], f["r2t_kernel"]
         self._prepare = f["prepare"]
         kernel = f["draft_kernel"]
@@ -170,6 +182,8 @@ class SglangKernels:
             why[C.DRAFT_DECODE_KV_INDICES] = "no generate_draft_decode_kv_indices at a known home"
         if self._tree is None:
             why[C.TREE_BUILD] = NO_TRITON.format(what="tree build")
+        if self._chain_tree is None:
+            why[C.CHAIN_TREE_BUILD] = NO_CHAIN_TREE
         if self._verify is None:
             why[C.GREEDY_TREE_VERIFY] = NO_TRITON.format(what="greedy tree verify")
         if self._chain is None:
@@ -219,6 +233,23 @@ class SglangKernels:
         self._tree(pl, sel, sl, mask, pos, ri, rn, rs, topk, spec_steps, ndt, mode)
         return {"mask": mask.cpu(), "positions": pos.cpu(), "retrieve_index": ri.cpu(),
                 "next_token": rn.cpu(), "next_sibling": rs.cpu()}
+
+    def chain_tree_build(self, bonus, draft_tokens, seq_lens, *, req_to_token,
+                         req_pool_indices, mrope):
+        """As eagle_worker_common's verify preparation calls it: the target backend's
+        verify-mask buffer, sized for a larger batch than this one (garbage past it), the
+        batch's req_pool_indices and the pool's whole req_to_token."""
+        bonus, drafts, sl, r2t, rpi = self._dev(bonus, draft_tokens, seq_lens, req_to_token,
+                                                req_pool_indices)
+        bs, w = drafts.shape[0], drafts.shape[1] + 1
+        buf = torch.ones((bs + 2) * w * w, dtype=torch.bool, device=self.device)
+        out = self._chain_tree(bonus, drafts, sl, buf, req_pool_indices=rpi,
+                               req_to_token=r2t, with_mrope=mrope)
+        mask, pos, ri, rn, rs, tokens, loc, rope = out
+        cpu = lambda t: None if t is None else t.cpu()  # noqa: E731
+        return {"mask": mask[:bs * w * w].cpu(), "positions": pos.cpu(),
+                "retrieve_index": ri.cpu(), "next_token": rn.cpu(), "next_sibling": rs.cpu(),
+                "tokens": tokens.cpu(), "out_cache_loc": cpu(loc), "mrope_positions": cpu(rope)}
 
     def _buffers(self, bs: int, ndt: int, width: int):
         """predict / accept_index / accept_token_num as eagle_utils' verify allocates them."""
@@ -323,6 +354,7 @@ class SglangKernels:
         self._extend_layouts = tuple(name for name, ok in (
             ("padded", self._extend_padded), ("packed", self._extend_packed)) if ok)
         why[C.DRAFT_NEXT_TOKEN] = NO_NEXT_TOKEN
+        why[C.DRAFT_STEP_SLOTS] = NO_STEP_SLOTS
         if not self._extend_layouts:
             why[C.DRAFT_EXTEND_INPUTS] = (
                 "this release builds the draft extend inputs in torch (0.5.14-0.5.19: "

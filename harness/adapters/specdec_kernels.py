@@ -22,6 +22,12 @@ class SpecdecKernels:
         Component.DRAFT_NEXT_TOKEN: "specdec's verify returns accept lengths with the tokens "
         "(the next round's root is `pending`, picked by index in specdec/spec/verify.py); "
         "nothing scans -1 padded rows, and it has no discarded-request mask",
+        Component.CHAIN_TREE_BUILD: "specdec builds a chain's verify tree with its tree "
+        "kernel (kernels/tree.py, law kernel_tree_build's tree_build); no separate chain "
+        "builder",
+        Component.DRAFT_STEP_SLOTS: "specdec assigns every draft step's slots before the "
+        "first step (kernels/cache_loc.py, law kernel_kv_slots) and advances the draft "
+        "positions inline in torch (specdec/spec/phases.py); no per-step slot function",
     }
     components = frozenset(Component) - set(why_not)
     accepts = {**DEFAULT_ACCEPTS, "greedy_rows": True, "deterministic_draft": True,

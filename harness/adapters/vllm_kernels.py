@@ -36,7 +36,7 @@ import torch
 import triton
 import triton.language as tl
 
-from harness.adapters import vllm_entry
+from harness.adapters import vllm_draft_step, vllm_entry
 from harness.adapters.kernel_protocol import DEFAULT_ACCEPTS, Component
 from harness.adapters.stubs import stub_package
 from harness.references.draft_inputs import NEXT_ID, VERIFY_ID
@@ -193,7 +193,12 @@ def _no_pinned_memory_without_accelerator() -> None:
 # the releases they were reproduced on; the laws draw around them there (--with-known: not).
 KNOWN = ({"id": "vllm_0_33_block_verify_masked_row_accepts_zero_prob",
           "laws": ("kernel_chain_acceptance",), "variant": "mrv2-block",
-          "input_class": "nonfinite_rows", "versions": ("0.25.0", "0.29.0", "0.33.0")},)
+          "input_class": "nonfinite_rows", "versions": ("0.25.0", "0.29.0", "0.33.0")},
+         # The law draws around it by checking no step after a request's first one past
+         # max_model_len (harness/laws/kernel_draft_step_slots.py).
+         {"id": "vllm_0_33_draft_step_after_max_len_writes_first_block",
+          "laws": ("kernel_draft_step_slots",), "input_class": "model_end",
+          "versions": ("0.18.0", "0.19.0", "0.25.0", "0.29.0", "0.33.0")})
 
 
 class VllmKernels:
@@ -213,11 +218,13 @@ class VllmKernels:
     SWEEP = ("0.9.0", "0.11.0", "0.13.0", "0.17.0", "0.19.0", "0.21.0", "0.25.0", "0.29.0",
              "0.33.0")
     components = frozenset({Component.CHAIN_SAMPLING, Component.DRAFT_EXTEND_INPUTS,
-                            Component.DRAFT_NEXT_TOKEN})
+                            Component.DRAFT_NEXT_TOKEN, Component.DRAFT_STEP_SLOTS})
     why_not = {
         Component.TREE_BUILD: "vLLM builds no draft tree on device: its tree speculation "
         "(0.11-0.19) took a static token tree from the config (speculative_token_tree), "
         "its attention bias built in Python; 0.21+ has none",
+        Component.CHAIN_TREE_BUILD: "vLLM builds no verify tree: a chain's verify batch is "
+        "the drafts appended to each request's tokens by the model runner",
         Component.GREEDY_TREE_VERIFY: "vLLM has no tree verification kernel: its rejection "
         "samplers take chains (cu_num_draft_tokens / cu_num_logits)",
         Component.TREE_SAMPLING: "vLLM has no tree speculative sampler: its rejection samplers "
@@ -229,7 +236,7 @@ class VllmKernels:
         Component.DRAFT_CACHE_LOCS: "vLLM's EAGLE slot-mapping kernel (v1/spec_decode/utils.py "
         "eagle_step_slot_mapping_metadata_kernel) maps one chain step (topk 1) through a "
         "block table and advances seq_lens; the form's topk > 1 layout and page copies have "
-        "no counterpart",
+        "no counterpart (that step is DRAFT_STEP_SLOTS)",
         Component.DRAFT_DECODE_KV_INDICES: "vLLM has no draft-decode KV index kernel (checked "
         "0.33.0: nothing in v1/spec_decode or v1/attention builds per-branch index lists): its "
         "draft steps attend through the request's block table with seq_lens advanced one per "
@@ -495,6 +502,9 @@ class VllmKernels:
             why[Component.DRAFT_NEXT_TOKEN] = (
                 "no eagle_prepare_next_token_padded_kernel before 0.13: the next token ids "
                 "are picked on the host (gpu_model_runner, sampled_token_ids lists)")
+        self._draft_step = vllm_draft_step.find()
+        if not self._draft_step:
+            why[Component.DRAFT_STEP_SLOTS] = vllm_draft_step.WHY_NOT
         self.why_not = why
         self.components = frozenset(self.components) - set(why)
         self.accepts = {**self.accepts, "draft_extend_layouts": tuple(
@@ -605,3 +615,7 @@ class VllmKernels:
                           width, bs, rows.stride(0),
                           BLOCK_SIZE_TOKENS=triton.next_power_of_2(width))
         return {"next_token": nxt.cpu(), "valid_count": count.cpu()}
+
+    def draft_step_slots(self, positions, block_table, seq_lens, **kw):
+        return vllm_draft_step.draft_step_slots(self._draft_step, self.device, positions,
+                                                block_table, seq_lens, **kw)
