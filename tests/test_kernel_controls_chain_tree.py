@@ -28,7 +28,7 @@ class LoopChainTree:
     def version(self) -> str:
         return "0"
 
-    def chain_tree_build(self, bonus, draft_tokens, seq_lens, *, req_to_token,
+    def chain_tree_build(self, bonus, *, draft_tokens, seq_lens, req_to_token,
                          req_pool_indices, mrope):
         bs, w = draft_tokens.shape[0], draft_tokens.shape[1] + 1
         mask, pos, tokens, loc = [], [], [], []

@@ -17,8 +17,8 @@ token; index layouts follow docs/contract.md sections 4-6):
   seq_lens [bs] i64, topk, spec_steps, ndt, mode) -> dict(mask, positions [bs*ndt],
   retrieve_index [bs, ndt], next_token [bs, ndt], next_sibling [bs, ndt])`; `mask` is flat in
   `mode` (0 full, 1 qlen-only, 2 bit-packed), retrieve_index holds flat ids b*ndt + t.
-- CHAIN_TREE_BUILD: `chain_tree_build(bonus [bs] i64, draft_tokens [bs, S] i64, seq_lens [bs]
-  i64, req_to_token [R, L] i32, req_pool_indices [bs] i64, mrope) -> dict(mask, positions,
+- CHAIN_TREE_BUILD: `chain_tree_build(bonus [bs] i64, *, draft_tokens [bs, S] i64, seq_lens
+  [bs] i64, req_to_token [R, L] i32, req_pool_indices [bs] i64, mrope) -> dict(mask, positions,
   retrieve_index, next_token, next_sibling (as TREE_BUILD's for topk 1, ndt S + 1, mode 1),
   tokens [bs*(S+1)] (the bonus, then the drafts), out_cache_loc [bs*(S+1)] (the request's
   req_to_token row at seq_len + t, or None where the engine makes it elsewhere),
@@ -80,6 +80,14 @@ token; index layouts follow docs/contract.md sections 4-6):
   returns), discard [bs] bool, backup [bs] i64, vocab_size) -> dict(next_token [bs],
   valid_count [bs])`: the token the drafter continues from, the row's last emitted token,
   or backup[b] where the row emitted none or the request is discarded (valid_count 0 then).
+- VERIFY_COMMIT: `verify_commit(predict [bs*ndt] i64, accept_index [bs, S+1] i32 (-1
+  padded), accept_lens [bs] i32 (accepted nodes, root included), seq_lens [bs] i64,
+  out_cache_loc [bs*ndt] i64 (the verify window's slots, = req_to_token[req_pool_indices[b],
+  seq_lens[b] + t]), req_to_token [R, L] i32, req_pool_indices [bs] i64, topk, ndt, hidden
+  [bs*ndt, H] f32 or None) -> dict(new_seq_lens, bonus (and "bonus_<path>" for another of
+  the engine's paths to it), kv_moves: the engine's KV move calls [(tgt, src)], predict and
+  hidden compacted, select_index / correct (a chain's draft-extend inputs); each None where
+  the engine makes it elsewhere)`: what a verify round commits.
 - DRAFT_STEP_SLOTS: `draft_step_slots(positions [bs] i64, block_table [bs, ceil(M/B)] i32,
   seq_lens [bs] i32, block_size B, max_model_len M, padded_bs, steps) -> dict(positions
   [steps, bs], slot_mapping [steps, padded_bs], seq_lens [steps, bs])`: the EAGLE drafter's
@@ -117,6 +125,7 @@ class Component(str, enum.Enum):
     DRAFT_EXTEND_INPUTS = "draft_extend_inputs"
     DRAFT_NEXT_TOKEN = "draft_next_token"
     DRAFT_STEP_SLOTS = "draft_step_slots"
+    VERIFY_COMMIT = "verify_commit"
 
 
 DEFAULT_ACCEPTS = {"tree_mask_modes": (0, 1, 2), "ragged_drafts": False, "greedy_rows": False,

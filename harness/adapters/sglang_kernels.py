@@ -14,6 +14,7 @@ import torch
 
 from harness.adapters import sglang_forms as F
 from harness.adapters import sglang_tree_sampler as TS
+from harness.adapters import sglang_verify_commit as VC
 from harness.adapters.kernel_protocol import DEFAULT_ACCEPTS, Component
 from harness.adapters.stubs import stub_package
 
@@ -75,7 +76,11 @@ NO_TREE_SAMPLING = TS.why_absent("cpu", None)
 KNOWN = tuple({"id": "sglang_0_5_23_chain_top_coin_emits_zero_prob",
                "laws": ("kernel_chain_acceptance",), "variant": variant,
                "input_class": "edge_coins", "versions": ("0.5.23",)}
-              for variant in ("classic", "block"))
+              for variant in ("classic", "block")) + (
+    # kernel_verify_commit draws around it by keeping ndt >= spec_steps + 1 for topk > 1.
+    {"id": "sglang_0_5_23_tree_compaction_crashes_below_steps_plus_one",
+     "laws": ("kernel_verify_commit",), "input_class": "short_window",
+     "versions": ("0.5.16", "0.5.23")},)
 
 
 def _backfill() -> None:
@@ -184,6 +189,9 @@ class SglangKernels:
             why[C.TREE_BUILD] = NO_TRITON.format(what="tree build")
         if self._chain_tree is None:
             why[C.CHAIN_TREE_BUILD] = NO_CHAIN_TREE
+        self._commit = VC.find()
+        if self._commit is None:
+            why[C.VERIFY_COMMIT] = VC.WHY_NOT
         if self._verify is None:
             why[C.GREEDY_TREE_VERIFY] = NO_TRITON.format(what="greedy tree verify")
         if self._chain is None:
@@ -234,7 +242,7 @@ class SglangKernels:
         return {"mask": mask.cpu(), "positions": pos.cpu(), "retrieve_index": ri.cpu(),
                 "next_token": rn.cpu(), "next_sibling": rs.cpu()}
 
-    def chain_tree_build(self, bonus, draft_tokens, seq_lens, *, req_to_token,
+    def chain_tree_build(self, bonus, *, draft_tokens, seq_lens, req_to_token,
                          req_pool_indices, mrope):
         """As eagle_worker_common's verify preparation calls it: the target backend's
         verify-mask buffer, sized for a larger batch than this one (garbage past it), the
@@ -250,6 +258,9 @@ class SglangKernels:
         return {"mask": mask[:bs * w * w].cpu(), "positions": pos.cpu(),
                 "retrieve_index": ri.cpu(), "next_token": rn.cpu(), "next_sibling": rs.cpu(),
                 "tokens": tokens.cpu(), "out_cache_loc": cpu(loc), "mrope_positions": cpu(rope)}
+
+    def verify_commit(self, predict, **kw):
+        return VC.verify_commit(self._commit, device=self.device, predict=predict, **kw)
 
     def _buffers(self, bs: int, ndt: int, width: int):
         """predict / accept_index / accept_token_num as eagle_utils' verify allocates them."""

@@ -43,6 +43,24 @@ class SpecdecKernels:
         self.device = device
         self.engine = self.name
 
+    def verify_commit(self, predict, *, accept_index, accept_lens, seq_lens, out_cache_loc,
+                      req_to_token, req_pool_indices, topk, ndt, hidden):
+        """specdec's tree-path compaction (specdec/spec/compaction.py), as
+        Verifier._finalize_accepted_tree_path runs it for topk > 1: the KV moves read out of
+        req_to_token, predict and hidden compacted. seq_lens and the next root are advanced
+        inline by the round (specdec/rounds.py): not this component's outputs."""
+        from specdec.spec.compaction import accepted_kv_moves, compact_accepted_to_front
+        if topk == 1:  # the accepted path already is the window's front
+            return {}
+        bs = seq_lens.shape[0]
+        tgt, src = accepted_kv_moves(req_to_token, req_pool_indices=req_pool_indices,
+                                     seq_lens=seq_lens, accept_index=accept_index,
+                                     accept_lens=accept_lens, ndt=ndt)
+        return {"kv_moves": [(tgt, src)],
+                "predict": compact_accepted_to_front(predict, accept_index, bs, ndt),
+                "hidden": None if hidden is None else compact_accepted_to_front(
+                    hidden, accept_index, bs, ndt)}
+
     def version(self) -> str:
         from importlib.metadata import version
         return version("specdec")

@@ -31,7 +31,7 @@ def find():
         return None
 
 
-def draft_step_slots(fn, device: str, positions, block_table, seq_lens, *, block_size,
+def draft_step_slots(fn, *, device: str, positions, block_table, seq_lens, block_size,
                      max_model_len, padded_bs, steps) -> dict:
     bs = positions.shape[0]
     positions_buf = torch.zeros(padded_bs, dtype=torch.int64, device=device)

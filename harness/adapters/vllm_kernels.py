@@ -225,6 +225,9 @@ class VllmKernels:
         "its attention bias built in Python; 0.21+ has none",
         Component.CHAIN_TREE_BUILD: "vLLM builds no verify tree: a chain's verify batch is "
         "the drafts appended to each request's tokens by the model runner",
+        Component.VERIFY_COMMIT: "vLLM verifies chains only: an accepted path already is "
+        "each request's front, its KV stays where the verify batch wrote it, and no function "
+        "compacts a tree path or commits it",
         Component.GREEDY_TREE_VERIFY: "vLLM has no tree verification kernel: its rejection "
         "samplers take chains (cu_num_draft_tokens / cu_num_logits)",
         Component.TREE_SAMPLING: "vLLM has no tree speculative sampler: its rejection samplers "
@@ -617,5 +620,6 @@ class VllmKernels:
         return {"next_token": nxt.cpu(), "valid_count": count.cpu()}
 
     def draft_step_slots(self, positions, block_table, seq_lens, **kw):
-        return vllm_draft_step.draft_step_slots(self._draft_step, self.device, positions,
-                                                block_table, seq_lens, **kw)
+        return vllm_draft_step.draft_step_slots(self._draft_step, device=self.device,
+                                                positions=positions, block_table=block_table,
+                                                seq_lens=seq_lens, **kw)

@@ -130,8 +130,8 @@ def _check_built(kernels, case: KernelCase) -> dict:
     x = _chain_inputs(case)
     i64 = lambda v: torch.tensor(v, dtype=torch.int64)  # noqa: E731
     got = kernels.chain_tree_build(
-        i64(x["bonus"]), i64(x["drafts"]).reshape(k["bs"], k["ndt"] - 1), i64(seq_lens),
-        req_to_token=torch.tensor(x["req_to_token"], dtype=torch.int32),
+        i64(x["bonus"]), draft_tokens=i64(x["drafts"]).reshape(k["bs"], k["ndt"] - 1),
+        seq_lens=i64(seq_lens), req_to_token=torch.tensor(x["req_to_token"], dtype=torch.int32),
         req_pool_indices=i64(x["req_pool_indices"]), mrope=k["mrope"])
     _compare(case, got, parent_list, sel)
     _check_chain(case, got, x, seq_lens)
