@@ -21,6 +21,14 @@ How the harness's target distributions p go in:
   are log p with the penalties' effect undone at each position (its history: the outputs,
   then the drafts before it), so that a correct entry recovers p. Penalties are exact here
   up to a few ulps, far below the gaps between the drawn distributions' levels.
+- min tokens: where the release's spec-decode logits processors hold vLLM's own
+  `MinTokensLogitsProcessor` (0.11+; `build_logitsprocs` keeps only it when speculation is
+  on), half the requests (by their seed) that have a token of target probability 0 at their
+  first j positions (j >= 1) ask for min_tokens = len(outputs) + j with that token as their
+  stop token, and its logit is raised above the row's maximum at those positions: the entry
+  must mask it there (at the drafts through `apply_with_spec_decode`, at the bonus through
+  the Sampler). The processor is given the requests as the input batch gives them
+  (`update_state` with a `BatchUpdate` of added requests).
 A batch in which no request drafted goes to the plain `Sampler`, as the runner sends it."""
 from __future__ import annotations
 
@@ -67,6 +75,10 @@ class Processing:
     allowed_mask: torch.Tensor | None     # [bs, V] bool, True = masked (vLLM's sense)
     bad_words: dict                       # request -> [[token], ...]
     penalties: dict | None                # presence/frequency/repetition [bs], prompt, outputs
+    min_tokens: dict = dataclasses.field(default_factory=dict)  # b -> (min_tokens, stop, j)
+
+    def outputs(self, b: int) -> list[int]:
+        return self.penalties["outputs"][b] if self.penalties else []
 
 
 def positions(target_probs, num_drafts) -> torch.Tensor:
@@ -79,7 +91,8 @@ def banned_tokens(target_probs, num_drafts) -> torch.Tensor:
     return ((target_probs == 0) | ~positions(target_probs, num_drafts)[..., None]).all(1)
 
 
-def processing(target_probs, num_drafts, row_seeds, seed: int, penalties: bool) -> Processing:
+def processing(target_probs, num_drafts, row_seeds, seed: int, penalties: bool,
+               min_tokens: bool = False, whole_rows: bool = False) -> Processing:
     bs, _, vocab = target_probs.shape
     banned = banned_tokens(target_probs, num_drafts)
     by_mask = (row_seeds % 2 == 0)[:, None]
@@ -105,7 +118,60 @@ def processing(target_probs, num_drafts, row_seeds, seed: int, penalties: bool) 
                                            for r, a in zip(rngs, asks)]),
                "outputs": [[r.randrange(vocab) for _ in range(r.randint(0, 2))] for r in rngs],
                "prompts": [[r.randrange(vocab) for _ in range(r.randint(1, 2))] for r in rngs]}
-    return Processing(row_seeds, allowed if allowed.any() else None, bad_words, pen)
+    proc = Processing(row_seeds, allowed if allowed.any() else None, bad_words, pen)
+    if min_tokens:
+        proc.min_tokens = _min_tokens(target_probs, num_drafts, proc, whole_rows)
+    return proc
+
+
+def _min_tokens(target_probs, num_drafts, proc: Processing, whole_rows: bool) -> dict:
+    """b -> (min_tokens, stop token, j) for half the requests (by seed) with a token of
+    target probability 0 at their first j >= 1 positions; `whole_rows`: only j past the
+    bonus position (draws around the recorded finding that the bonus stays masked once the
+    accepted drafts reach min_tokens)."""
+    out = {}
+    for b, s in enumerate(proc.row_seeds.tolist()):
+        rng = random.Random(int(s) ^ 0x3147)
+        if rng.random() >= 0.5:
+            continue
+        zero = target_probs[b, :int(num_drafts[b]) + 1] == 0  # [positions, V]
+        runs = (zero.long().cumprod(0)).sum(0)                # each token's leading zero run
+        used = int(num_drafts[b]) + 1
+        tokens = (runs >= (used if whole_rows else 1)).nonzero().flatten().tolist()
+        if tokens:
+            stop = rng.choice(tokens)
+            j = used if whole_rows else rng.randint(1, int(runs[stop]))
+            out[b] = (len(proc.outputs(b)) + j, stop, j)
+    return out
+
+
+def takes_min_tokens(holder_cls) -> bool:
+    """Whether min tokens go through vLLM's own processor here: the LogitsProcessors holder
+    (0.10.1+), MinTokensLogitsProcessor and a BatchUpdate with a batch size."""
+    if holder_cls is None or holder_cls.__name__ != "LogitsProcessors":
+        return False
+    try:
+        from vllm.v1.sample.logits_processor.builtin import MinTokensLogitsProcessor  # noqa
+        from vllm.v1.sample.logits_processor.interface import BatchUpdate
+    except ImportError:
+        return False
+    return "batch_size" in {f.name for f in dataclasses.fields(BatchUpdate)}
+
+
+def min_tokens_processor(device, proc: Processing):
+    """vLLM's MinTokensLogitsProcessor holding the batch's min-tokens requests, as the input
+    batch hands them over (update_state with the added requests), or None."""
+    from types import SimpleNamespace
+
+    from vllm.v1.sample.logits_processor.builtin import MinTokensLogitsProcessor
+    from vllm.v1.sample.logits_processor.interface import BatchUpdate
+    processor = MinTokensLogitsProcessor(None, device, False)
+    added = [(b, SimpleNamespace(min_tokens=m, all_stop_token_ids={stop},
+                                 structured_outputs=None), [], proc.outputs(b))
+             for b, (m, stop, _) in proc.min_tokens.items()]
+    processor.update_state(BatchUpdate(batch_size=len(proc.row_seeds), removed=[],
+                                       added=added, moved=[]))
+    return processor
 
 
 def seed_uniform(seeds: torch.Tensor, salt: int) -> torch.Tensor:
@@ -149,6 +215,9 @@ def logits_for(target_probs, draft_ids, num_drafts, proc: Processing) -> torch.T
                                            ("presence", "frequency", "repetition")}))
         logits = torch.stack(rows)
     banned = banned_tokens(target_probs, num_drafts)[request]
+    position = used.nonzero()[:, 1]
+    for b, (_, stop, j) in proc.min_tokens.items():  # masked by min tokens before j
+        banned[(request == b) & (position < j), stop] = True
     top = torch.where(banned, float("-inf"), logits).max(-1, keepdim=True).values + 1.0
     return torch.where(banned, top, logits)
 
@@ -189,7 +258,9 @@ def sampling_metadata(meta_cls, *, logits_procs_cls, temperature, greedy, genera
              "allowed_token_ids_mask": (None if proc.allowed_mask is None
                                         else proc.allowed_mask.to(device)),
              "bad_words_token_ids": proc.bad_words, "spec_token_ids": draft_rows,
-             "logitsprocs": logits_procs_cls() if logits_procs_cls else None,
+             "logitsprocs": (None if not logits_procs_cls else
+                             logits_procs_cls([min_tokens_processor(device, proc)])
+                             if proc.min_tokens else logits_procs_cls()),
              "min_tokens": {}, "logit_bias": [None] * bs}
     fields = [f for f in dataclasses.fields(meta_cls) if f.init]
     return meta_cls(**{f.name: known.get(f.name) for f in fields

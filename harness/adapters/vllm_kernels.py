@@ -39,6 +39,7 @@ import triton.language as tl
 from harness.adapters import vllm_draft_step, vllm_entry
 from harness.adapters.kernel_protocol import DEFAULT_ACCEPTS, Component
 from harness.adapters.stubs import stub_package
+from harness.base.known import include_known
 from harness.references.draft_inputs import NEXT_ID, VERIFY_ID
 
 MRV2 = "vllm.v1.worker.gpu.spec_decode"
@@ -191,11 +192,17 @@ def _no_pinned_memory_without_accelerator() -> None:
 
 # Recorded findings (docs/findings/<id>.py): the law, variant and input class they break, and
 # the releases they were reproduced on; the laws draw around them there (--with-known: not).
+MIN_TOKENS_BONUS = "vllm_0_33_min_tokens_bonus_masked_after_drafts"
 KNOWN = ({"id": "vllm_0_33_block_verify_masked_row_accepts_zero_prob",
           "laws": ("kernel_chain_acceptance",), "variant": "mrv2-block",
           "input_class": "nonfinite_rows", "versions": ("0.25.0", "0.29.0", "0.33.0")},
          # The law draws around it by checking no step after a request's first one past
          # max_model_len (harness/laws/kernel_draft_step_slots.py).
+         # Drawn around in the entry's min-tokens requests (vllm_entry._min_tokens).
+         {"id": MIN_TOKENS_BONUS, "laws": ("kernel_chain_acceptance", "kernel_chain_seeded",
+                                           "kernel_chain_distribution"),
+          "variant": None, "input_class": None,
+          "versions": ("0.17.0", "0.18.0", "0.19.0", "0.25.0", "0.29.0", "0.33.0")},
          {"id": "vllm_0_33_draft_step_after_max_len_writes_first_block",
           "laws": ("kernel_draft_step_slots",), "input_class": "model_end",
           "versions": ("0.18.0", "0.19.0", "0.25.0", "0.29.0", "0.33.0")})
@@ -316,6 +323,7 @@ class VllmKernels:
         procs = (_optional("vllm.v1.sample.logits_processor", "LogitsProcessors")
                  or _optional("vllm.v1.sample.logits_processor", "LogitsProcessorManager"))
         self._logits_procs = procs and procs[0]
+        self._min_tokens = vllm_entry.takes_min_tokens(self._logits_procs)
         if not (self._entry_form and spec):
             self._entry_form = None
             return
@@ -400,7 +408,9 @@ class VllmKernels:
         # in the bonus row's history, as the logits handed over assume); an older entry's
         # caller sampled the bonus without them.
         proc = vllm_entry.processing(target_probs, num_drafts, seeds, seed, penalties=(
-            self.accepts["entry_penalties"] and self._entry_form == "logits"))
+            self.accepts["entry_penalties"] and self._entry_form == "logits"),
+            min_tokens=self._min_tokens, whole_rows=not include_known() and any(
+                k["id"] == MIN_TOKENS_BONUS for k in self.accepts["known"]))
         logits = vllm_entry.logits_for(target_probs, draft_ids, num_drafts, proc).to(dev)
         meta = self._v1_metadata(greedy, seeds, proc=proc, draft_rows=rows,
                                  vocab=target_probs.shape[2])
