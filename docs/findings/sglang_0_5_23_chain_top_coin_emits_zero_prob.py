@@ -31,7 +31,10 @@ or a padded vocabulary's unused ids).
 Where it reaches production: every sampled (temperature > 0) EAGLE / EAGLE3 / standalone
 chain verify that goes through the Triton chain sampler (speculative_eagle_topk 1 with
 rejection sampling, or the block-verification flag), whenever _verify_coins' float32 coin
-for the final draw exceeds the scan's rounded total.
+for the final draw exceeds the scan's rounded total. A request with a sampling seed meets
+the top coin itself: _seeded_verify_coins (srt/speculative/eagle_utils.py, 0.5.23) maps its
+murmur hash to [0, 1) in float64, and the float32 cast rounds the top 129 of the 2^32 hashes
+to 1.0, which it then clamps to exactly 1 - 2^-24, the coin of the law's example.
 
 On a GPU: the law's recorded case (vocabulary 8) passes there, compiled Triton's sum and
 scan agreeing on it, so DEVICE is the CPU. The standalone script shows it on an H200 at a

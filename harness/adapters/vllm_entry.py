@@ -91,7 +91,7 @@ def banned_tokens(target_probs, num_drafts) -> torch.Tensor:
     return ((target_probs == 0) | ~positions(target_probs, num_drafts)[..., None]).all(1)
 
 
-def processing(target_probs, num_drafts, row_seeds, seed: int, penalties: bool,
+def processing(target_probs, *, num_drafts, row_seeds, seed: int, penalties: bool,
                min_tokens: bool = False, whole_rows: bool = False) -> Processing:
     bs, _, vocab = target_probs.shape
     banned = banned_tokens(target_probs, num_drafts)

@@ -407,10 +407,12 @@ class VllmKernels:
         # Penalties where the entry samples the bonus itself (its Sampler counts the drafts
         # in the bonus row's history, as the logits handed over assume); an older entry's
         # caller sampled the bonus without them.
-        proc = vllm_entry.processing(target_probs, num_drafts, seeds, seed, penalties=(
-            self.accepts["entry_penalties"] and self._entry_form == "logits"),
-            min_tokens=self._min_tokens, whole_rows=not include_known() and any(
-                k["id"] == MIN_TOKENS_BONUS for k in self.accepts["known"]))
+        penalties = self.accepts["entry_penalties"] and self._entry_form == "logits"
+        bonus_known = not include_known() and any(k["id"] == MIN_TOKENS_BONUS
+                                                  for k in self.accepts["known"])
+        proc = vllm_entry.processing(target_probs, num_drafts=num_drafts, row_seeds=seeds,
+                                     seed=seed, penalties=penalties,
+                                     min_tokens=self._min_tokens, whole_rows=bonus_known)
         logits = vllm_entry.logits_for(target_probs, draft_ids, num_drafts, proc).to(dev)
         meta = self._v1_metadata(greedy, seeds, proc=proc, draft_rows=rows,
                                  vocab=target_probs.shape[2])
