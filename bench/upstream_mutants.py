@@ -91,6 +91,36 @@ MUTANTS = (
            "tl.store(draft_seq_lens_ptr + block, 0, mask=mask)",
            "tl.store(draft_seq_lens_ptr + block, 1, mask=mask)",
            "the CUDA-graph padding of the drafter's seq_lens left non-zero"),
+    Mutant("vllm-draft-step-padding-unwritten", *V, "vllm/v1/spec_decode/utils.py",
+           "        tl.store(out_slot_mapping_ptr + req_idx, PAD_ID)\n",
+           "        tl.store(out_slot_mapping_ptr + req_idx, 0)\n",
+           "the draft step's CUDA-graph padding rows write slot 0 (a real KV slot) instead of "
+           "the padding slot"),
+    Mutant("sglang-logit-bias-tiled", *G, "sglang/srt/speculative/eagle_utils.py",
+           "torch.repeat_interleave(\n                sampling_info.logit_bias, "
+           "verify_input.draft_token_num, dim=0\n            )",
+           "sampling_info.logit_bias.repeat(verify_input.draft_token_num, 1)",
+           "the logit bias tiled over the verify rows (request order) instead of repeated per "
+           "request"),
+    Mutant("sglang-temperature-tiled", *G, "sglang/srt/speculative/eagle_utils.py",
+           "torch.repeat_interleave(\n            sampling_info.temperatures, "
+           "verify_input.draft_token_num, dim=0\n        )",
+           "sampling_info.temperatures.repeat(verify_input.draft_token_num, 1)",
+           "the verify rows' temperatures tiled instead of repeated per request"),
+    Mutant("sglang-chain-tree-row-is-request", *G, f"{SGK}/eagle.py",
+           "req = tl.load(req_indices + row * REQ_STRIDE, valid, other=0).to(tl.int64)",
+           "req = row",
+           "the chain verify batch's out_cache_loc read at req_to_token row b, not through "
+           "req_pool_indices"),
+    Mutant("sglang-compaction-without-bonus", *G, "sglang/srt/speculative/spec_utils.py",
+           "        num_correct_drafts + 1,\n",
+           "        num_correct_drafts,\n",
+           "the tree-path compaction's targets stop one short: the last accepted node's KV "
+           "is not moved"),
+    Mutant("sglang-commit-bonus-at-root", *G, f"{SGK}/eagle.py",
+           "    token = tl.load(predict + idx * PREDICT_STRIDE, valid, other=0)\n",
+           "    token = tl.load(predict + row * 0 * PREDICT_STRIDE, valid, other=0)\n",
+           "the fused commit reads every request's bonus from predict[0]"),
     Mutant("sglang-chain-coin-inclusive", *G, f"{SGK}/reject_sampling.py",
            "if q_is_prob & (coin * q < p):", "if q_is_prob & (coin * q <= p):",
            "the chain sampler accepts at coin * q == p: a zero coin accepts a draft of p = 0"),

@@ -14,6 +14,7 @@ import torch
 
 from harness.adapters import sglang_forms as F
 from harness.adapters import sglang_tree_sampler as TS
+from harness.adapters import sglang_entry as SE
 from harness.adapters import sglang_verify_commit as VC
 from harness.adapters.kernel_protocol import DEFAULT_ACCEPTS, Component
 from harness.adapters.stubs import stub_package
@@ -211,9 +212,13 @@ class SglangKernels:
         self.components = frozenset(Component) - set(why)
         block = self._chain is not None and "block_verification" in inspect.signature(
             self._chain).parameters
+        self._entry = SE.find() if self._chain is not None else None
         self.accepts = {**DEFAULT_ACCEPTS, "tree_mask_modes": (0, 1),
                         "greedy_rows": self._verify is not None, "deterministic_draft": True,
-                        "variants": ("classic", "block") if block else ("classic",),
+                        "variants": ("classic",) + (("block",) if block else ())
+                        + (("entry",) if self._entry else ()),
+                        # The entry's sampler is the classic one behind its logits pipeline.
+                        "ratio_variants": ("classic", "entry"),
                         # 0.4.6 has no per-branch pages: only page 1 is its layout mapped.
                         "page_sizes": (1,) if kv_step_major else None,
                         "draft_extend_layouts": self._extend_layouts, "coin_inputs": True,
@@ -296,7 +301,14 @@ class SglangKernels:
             cand = F.chain_candidates(d)
             ri, rn, rs = F.chain_links(len(rows), k + 1, "cpu")
             pred, acc, num = self._buffers(len(rows), k + 1, k + 1)
-            if is_greedy:
+            if variant == "entry" and not is_greedy:  # greedy rows: sglang_entry's docstring
+                q = F.dense_draft_probs(d, None if draft_probs is None else draft_probs[rows],
+                                        target_probs.shape[-1])
+                pred, num, acc = SE.eagle_sample(
+                    self._entry, device=self.device, target_probs=target_probs[rows],
+                    seeds=seed + rows, variant=variant, dense_q=q,
+                    candidates=cand, links=(ri, rn, rs))
+            elif is_greedy:
                 target = target_probs[rows].argmax(-1)
                 self._verify(pred, acc, num, *self._dev(cand, ri, rn, rs, target))
             else:

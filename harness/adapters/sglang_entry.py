@@ -1,0 +1,106 @@
+"""SGLang's verify reached through its entry, `eagle_utils.eagle_sample` (the "entry" variant
+of harness/adapters/sglang_kernels.py, 0.5.23), as `run_eagle_verify` calls it, so its logits
+pipeline runs in front of the sampler: the requests' logit bias, repeated over each
+request's verify rows (`repeat_interleave(..., draft_token_num)`), the temperature softmax
+per request, the seeded coins (`_seeded_verify_coins`, from each request's sampling seed and
+seq_len; on CPU, where SGLang hashes them with a compiled op, the unseeded torch.rand path),
+then the chain sampler (rejection sampling on). Sampled rows only: an all-greedy batch goes
+to `verify_tree_greedy_func`, which dispatches by platform (CUDA's JIT op, sgl_kernel's CPU
+op under SGLANG_USE_CPU_ENGINE, NPU, XPU) and on a plain CPU calls nothing, leaving its
+buffers unwritten; greedy rows keep the adapter's Triton verify.
+
+How the harness's target distributions p go in:
+- logits = T_b * (log p + an offset per row drawn from the request's seed), T_b the
+  request's temperature (drawn from its seed, 0.5 to 2), so that a right entry recovers p;
+- a token p gives 0 at every position of a request (the chain class "banned_tokens") is
+  banned the way a serving request bans it, with a logit bias of -inf, its logit raised
+  above the row's maximum first: a bias the entry fails to apply, or applies to another
+  request's rows, shows at once;
+- the server's context the entry reads is set as a rejection-sampling EAGLE server sets it:
+  `get_spec()` (rejection sampling on, block verification for the "block" variant,
+  thresholds 1.0) and a single-rank parallel context, no DP attention.
+Not drawn through it: top-k / top-p (their renorm kernels are FlashInfer's on CUDA, which a
+pack leaves out, and None on CPU), additive and scaling penalties, the grammar mask."""
+from __future__ import annotations
+
+import importlib
+import inspect
+from types import SimpleNamespace
+
+import torch
+
+HOME = "sglang.srt.speculative.eagle_utils"
+ARGS = ("verify_input", "batch", "logits_output", "grammar_mask")
+
+
+def find():
+    """eagle_sample where this release has it with the signature the adapter was taught."""
+    try:
+        mod = importlib.import_module(HOME)
+    except ModuleNotFoundError:
+        return None
+    fn = getattr(mod, "eagle_sample", None)
+    if fn is None or tuple(inspect.signature(fn).parameters)[:4] != ARGS:
+        return None
+    return fn
+
+
+def _server_context(block: bool) -> None:
+    """The spec config and parallel context eagle_sample reads, as a single-rank
+    rejection-sampling server publishes them."""
+    utils = importlib.import_module(HOME)
+    spec = SimpleNamespace(speculative_use_rejection_sampling=True,
+                           speculative_use_block_verification=block,
+                           speculative_accept_threshold_single=1.0,
+                           speculative_accept_threshold_acc=1.0)
+    utils.get_spec = lambda: spec
+    group = SimpleNamespace(world_size=1)
+    ctx = importlib.import_module("sglang.srt.runtime_context")
+    ctx.get_parallel = lambda: SimpleNamespace(tp_group=group, attn_tp_group=group)
+    importlib.import_module("sglang.srt.layers.dp_attention").is_dp_attention_enabled = (
+        lambda: False)
+
+
+def _row_uniform(seeds: torch.Tensor, salt: int) -> torch.Tensor:
+    gen = [torch.Generator().manual_seed(int(s) * 7919 + salt) for s in seeds.tolist()]
+    return torch.stack([torch.rand((), generator=g, dtype=torch.float64) for g in gen])
+
+
+def eagle_sample(fn, *, device, target_probs, seeds, variant: str, dense_q, candidates,
+                 links) -> tuple:
+    """A batch's sampled rows (the adapter splits a batch) through eagle_sample: returns (predict, num_correct_drafts, accept_index) on the CPU (it returns
+    accept_lens, the correct drafts plus the bonus)."""
+    _server_context(variant == "block")
+    bs, width, vocab = target_probs.shape
+    p = target_probs.double()
+    temperature = (0.5 + 1.5 * _row_uniform(seeds, 0x7E3)).float()        # [bs]
+    offset = (_row_uniform(seeds, 0x0FF) - 0.5) * 8                         # [bs]
+    logits = torch.where(p > 0, p.clamp_min(1e-300).log(), float("-inf")) + offset[:, None, None]
+    banned = (p == 0).all(1)                                                # [bs, V]
+    top = torch.where(banned[:, None, :], float("-inf"), logits).amax(-1, keepdim=True)
+    logits = torch.where(banned[:, None, :], top + 1.0, logits)
+    logits = (logits * temperature.double()[:, None, None]).float().reshape(bs * width, vocab)
+    bias = torch.where(banned, float("-inf"), 0.0).float()
+    ri, rn, rs = links
+    dev = lambda t: t.to(device)  # noqa: E731
+    info = SimpleNamespace(
+        acc_additive_penalties=None, acc_scaling_penalties=None,
+        logit_bias=dev(bias) if bool(banned.any()) else None, is_all_greedy=False,
+        temperatures=dev(temperature[:, None]), need_top_k_sampling=False,
+        need_top_p_sampling=False, top_ks=None, top_ps=None,
+        has_watermark_candidates=False,
+        # Seeded coins (murmur_hash32) are Triton on CUDA, sgl_kernel's op on CPU: there the
+        # unseeded path draws them (torch.rand_like), from the generator seeded here.
+        sampling_seed=dev(seeds.long()) if device != "cpu" else None)
+    torch.manual_seed(int(seeds[0]))
+    seq_lens = 8 + seeds.long() % 64  # what the seeded coins hash with the seed
+    batch = SimpleNamespace(device=device, forward_mode=SimpleNamespace(is_idle=lambda: False),
+                            seq_lens=dev(seq_lens), sampling_info=info, return_logprob=False,
+                            req_pool_indices=dev(torch.arange(bs)))
+    verify = SimpleNamespace(draft_token=dev(candidates.reshape(-1)), draft_token_num=width,
+                             retrieve_index=dev(ri), retrieve_next_token=dev(rn),
+                             retrieve_next_sibling=dev(rs), max_tree_depth=width, tree_topk=1,
+                             draft_probs=dev(dense_q), custom_mask=None, positions=None)
+    out = SimpleNamespace(next_token_logits=dev(logits))
+    predict, accept_lens, accept = fn(verify, batch, out, None)
+    return predict.cpu(), accept_lens.cpu() - 1, accept.cpu()
