@@ -29,6 +29,8 @@ from types import SimpleNamespace
 
 import torch
 
+from harness.adapters.seed_draws import seed_uniform
+
 HOME = "sglang.srt.speculative.eagle_utils"
 ARGS = ("verify_input", "batch", "logits_output", "grammar_mask")
 
@@ -61,11 +63,6 @@ def _server_context(block: bool) -> None:
         lambda: False)
 
 
-def _row_uniform(seeds: torch.Tensor, salt: int) -> torch.Tensor:
-    gen = [torch.Generator().manual_seed(int(s) * 7919 + salt) for s in seeds.tolist()]
-    return torch.stack([torch.rand((), generator=g, dtype=torch.float64) for g in gen])
-
-
 def eagle_sample(fn, *, device, target_probs, seeds, variant: str, dense_q, candidates,
                  links) -> tuple:
     """A batch's sampled rows (the adapter splits a batch) through eagle_sample: returns (predict, num_correct_drafts, accept_index) on the CPU (it returns
@@ -73,8 +70,8 @@ def eagle_sample(fn, *, device, target_probs, seeds, variant: str, dense_q, cand
     _server_context(variant == "block")
     bs, width, vocab = target_probs.shape
     p = target_probs.double()
-    temperature = (0.5 + 1.5 * _row_uniform(seeds, 0x7E3)).float()        # [bs]
-    offset = (_row_uniform(seeds, 0x0FF) - 0.5) * 8                         # [bs]
+    temperature = (0.5 + 1.5 * seed_uniform(seeds, 0x7E3)).float()        # [bs]
+    offset = (seed_uniform(seeds, 0x0FF) - 0.5) * 8                         # [bs]
     logits = torch.where(p > 0, p.clamp_min(1e-300).log(), float("-inf")) + offset[:, None, None]
     banned = (p == 0).all(1)                                                # [bs, V]
     top = torch.where(banned[:, None, :], float("-inf"), logits).amax(-1, keepdim=True)

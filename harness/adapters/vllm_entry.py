@@ -38,6 +38,8 @@ import random
 
 import torch
 
+from harness.adapters.seed_draws import seed_uniform
+
 
 def entry_signature(sampler_cls) -> str | None:
     """"logits" (0.2x+: the entry samples the bonus itself), "bonus" (the caller passes
@@ -172,17 +174,6 @@ def min_tokens_processor(device, proc: Processing):
     processor.update_state(BatchUpdate(batch_size=len(proc.row_seeds), removed=[],
                                        added=added, moved=[]))
     return processor
-
-
-def seed_uniform(seeds: torch.Tensor, salt: int) -> torch.Tensor:
-    """A float64 uniform in [0, 1) per seed, a function of (seed, salt) alone (splitmix64,
-    vectorised: int64 arithmetic wraps), so a request's draw follows it to any batch."""
-    def lsr(z, shift):  # a logical shift of int64 (>> extends the sign)
-        return (z >> shift) & ((1 << (64 - shift)) - 1)
-    z = (seeds.long() ^ salt) * -7046029254386353131 + 0x5EED
-    for shift, mult in ((30, -4658895280553007687), (27, -7723592293110705685)):
-        z = (z ^ lsr(z, shift)) * mult
-    return lsr(z ^ lsr(z, 31), 11).double() / 2.0 ** 53
 
 
 def row_offsets(seeds: torch.Tensor, used: torch.Tensor) -> torch.Tensor:

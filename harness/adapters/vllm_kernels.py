@@ -38,8 +38,9 @@ import triton.language as tl
 
 from harness.adapters import vllm_draft_step, vllm_entry
 from harness.adapters.kernel_protocol import DEFAULT_ACCEPTS, Component
+from harness.adapters.seed_draws import seed_uniform
 from harness.adapters.stubs import stub_package
-from harness.base.known import include_known
+from harness.base.known import drawn_around
 from harness.references.draft_inputs import NEXT_ID, VERIFY_ID
 
 MRV2 = "vllm.v1.worker.gpu.spec_decode"
@@ -162,7 +163,7 @@ def _bonus(p: torch.Tensor, greedy: torch.Tensor, seeds: torch.Tensor) -> torch.
     its bonus row p [bs, V]: the argmax for greedy rows and fully masked ones (an all -inf
     row's argmax is token 0), else drawn from p with a coin that is a function of the
     request's own seed alone, so it follows the request anywhere."""
-    coin = vllm_entry.seed_uniform(seeds, 0x5EED)
+    coin = seed_uniform(seeds, 0x5EED)
     masked = p.isnan().any(-1)
     cdf = torch.nan_to_num(p.double(), nan=0.0).cumsum(-1)
     drawn = torch.searchsorted(cdf, (coin * cdf[:, -1])[:, None], right=True)[:, 0]
@@ -408,8 +409,7 @@ class VllmKernels:
         # in the bonus row's history, as the logits handed over assume); an older entry's
         # caller sampled the bonus without them.
         penalties = self.accepts["entry_penalties"] and self._entry_form == "logits"
-        bonus_known = not include_known() and any(k["id"] == MIN_TOKENS_BONUS
-                                                  for k in self.accepts["known"])
+        bonus_known = bool(drawn_around(self.accepts, finding=MIN_TOKENS_BONUS))
         proc = vllm_entry.processing(target_probs, num_drafts=num_drafts, row_seeds=seeds,
                                      seed=seed, penalties=penalties,
                                      min_tokens=self._min_tokens, whole_rows=bonus_known)

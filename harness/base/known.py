@@ -8,3 +8,12 @@ import os
 
 def include_known() -> bool:
     return os.environ.get("SPECDEC_KNOWN_FINDINGS", "") == "include"
+
+
+def drawn_around(accepts: dict, *, law: str | None = None, finding: str | None = None) -> list:
+    """The recorded findings of this release (an adapter's accepts["known"]) that the laws
+    draw around now: those of `law`, or the one named `finding`; none with --with-known."""
+    if include_known():
+        return []
+    return [f for f in accepts.get("known", ())
+            if (law is None or law in f["laws"]) and (finding is None or f["id"] == finding)]

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from harness.adapters.kernel_protocol import Component
 from harness.base.failure import OracleFailure
-from harness.base.known import include_known
+from harness.base.known import drawn_around
 from harness.laws.declaration import Law
 from harness.strategies.chain_inputs import chain_batch, chain_knobs
 from harness.strategies.kernel_inputs import KernelCase, kernel_cases
@@ -87,9 +87,8 @@ def variants(kernels, case: KernelCase, law: str = NAME) -> tuple:
     docs/findings/) is drawn around unless SPECDEC_KNOWN_FINDINGS=include (`--with-known`)."""
     have = tuple(kernels.accepts.get("variants", ("classic",)))
     first = case.knobs["variant"]
-    known = () if include_known() else kernels.accepts.get("known", ())
-    skip = {k["variant"] for k in known if law in k["laws"]
-            and k["input_class"] == case.knobs.get("input_class", "plain")}
+    skip = {k["variant"] for k in drawn_around(kernels.accepts, law=law)
+            if k["input_class"] == case.knobs.get("input_class", "plain")}
     return tuple(v for v in (first,) + tuple(v for v in have if v != first) if v not in skip)
 
 

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from harness.adapters.kernel_protocol import Component
 from harness.base.failure import OracleFailure
-from harness.base.known import include_known
+from harness.base.known import drawn_around
 from harness.laws.declaration import Law
 from harness.references.draft_step import PAD_SLOT, draft_steps
 from harness.strategies.kernel_inputs import KernelCase, kernel_cases
@@ -99,8 +99,7 @@ def check(kernels, case: KernelCase) -> dict:
              f"graph padding {k['padding']}; block table {b['block_table']}")
     # A recorded finding of this release (accepts["known"]) is the steps after a request's
     # first one past max_model_len: drawn around by checking none of them.
-    known = not include_known() and any(NAME in f["laws"]
-                                        for f in kernels.accepts.get("known", ()))
+    known = bool(drawn_around(kernels.accepts, law=NAME))
     for s, want in enumerate(draft_steps(b["start"], b["block_table"], k["block_size"], M,
                                          k["steps"]), start=1):
         if known and s > 1 and any(q > M for q in want["positions"]):

@@ -28,7 +28,8 @@ from harness.adapters.kernel_protocol import Component
 from harness.base.failure import OracleFailure
 from harness.laws.declaration import Law
 from harness.references import tree as T
-from harness.strategies.kernel_inputs import KernelCase, kernel_cases, tree_inputs, tree_knobs
+from harness.strategies.kernel_inputs import (KernelCase, kernel_cases, request_pool,
+                                              tree_inputs, tree_knobs)
 
 NAME = "kernel_tree_build"
 NEEDS = frozenset({Component.TREE_BUILD, Component.CHAIN_TREE_BUILD})
@@ -82,12 +83,10 @@ def _chain_inputs(case: KernelCase) -> dict:
     rng = random.Random(case.seed ^ 0x5EED)
     bs, w = k["bs"], k["ndt"]
     seq = k["seq_lens"][:bs]
-    pool_rows, width = bs + rng.randint(0, 3), max(seq) + w + rng.randint(0, 4)
-    slots = rng.sample(range(1, 8 * pool_rows * width), pool_rows * width)
+    r2t, rpi = request_pool(rng, bs, max(seq) + w)
     return {"bonus": [rng.randrange(32000) for _ in range(bs)],
             "drafts": [[rng.randrange(32000) for _ in range(w - 1)] for _ in range(bs)],
-            "req_to_token": [slots[r * width:(r + 1) * width] for r in range(pool_rows)],
-            "req_pool_indices": rng.sample(range(pool_rows), bs)}
+            "req_to_token": r2t, "req_pool_indices": rpi}
 
 
 def _check_chain(case: KernelCase, got: dict, x: dict, seq_lens: list) -> None:

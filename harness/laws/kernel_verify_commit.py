@@ -27,12 +27,12 @@ from hypothesis import strategies as st
 
 from harness.adapters.kernel_protocol import Component
 from harness.base.failure import OracleFailure
-from harness.base.known import include_known
+from harness.base.known import drawn_around
 from harness.laws.declaration import Law
 from harness.references import tree as T
 from harness.references.verify_commit import apply_moves, commit
 from harness.strategies.kernel_inputs import (KernelCase, draft_tree, kernel_cases,
-                                              tree_knobs)
+                                              request_pool, tree_knobs)
 
 NAME = "kernel_verify_commit"
 NEEDS = frozenset({Component.VERIFY_COMMIT})
@@ -47,9 +47,7 @@ def _knobs(draw, kernels) -> dict:
         k["ndt"] = k["spec_steps"] + 1
     # A recorded finding of this release (accepts["known"]): a window shorter than the
     # accept index (ndt < spec_steps + 1), drawn around unless included.
-    known = not include_known() and any(NAME in f["laws"]
-                                        for f in kernels.accepts.get("known", ()))
-    if known:
+    if drawn_around(kernels.accepts, law=NAME):
         k["ndt"] = max(k["ndt"], k["spec_steps"] + 1)
     return {"input_class": cls, "bs": k["bs"], "topk": k["topk"],
             "spec_steps": k["spec_steps"], "ndt": k["ndt"], "seq_lens": k["seq_lens"],
@@ -84,10 +82,7 @@ def batch(case: KernelCase) -> dict:
         path = rng.choice(pick)
         accept_index.append([b * ndt + t for t in path] + [-1] * (steps + 1 - len(path)))
         accept_lens.append(len(path))
-    rows, width = bs + rng.randint(0, 3), max(seq) + ndt + rng.randint(0, 3)
-    slots = rng.sample(range(1, 8 * rows * width), rows * width)
-    r2t = [slots[r * width:(r + 1) * width] for r in range(rows)]
-    rpi = rng.sample(range(rows), bs)
+    r2t, rpi = request_pool(rng, bs, max(seq) + ndt)
     return {"predict": [rng.randrange(32000) for _ in range(bs * ndt)],
             "accept_index": accept_index, "accept_lens": accept_lens, "seq_lens": seq,
             "req_to_token": r2t, "req_pool_indices": rpi,
@@ -129,15 +124,15 @@ def check(kernels, case: KernelCase) -> dict:
         if got.get(key) is None or before is None:
             continue
         after = torch.as_tensor(got[key]).reshape(bs * ndt, -1)[:, 0].to(torch.int64).tolist()
-        for b, path in enumerate(want["paths"]):
-            front = [after[b * ndt + i] for i in range(len(path))]
-            tail = list(range(b * ndt + steps + 1, (b + 1) * ndt))
-            if front != [int(before[p]) for p in path] or \
-                    [after[i] for i in tail] != [int(before[i]) for i in tail]:
+        for b, local in enumerate(want["local_paths"]):
+            row = [int(v) for v in before[b * ndt:(b + 1) * ndt]]
+            expect, have = T.compact(row, local, steps + 1), after[b * ndt:(b + 1) * ndt]
+            # Entries between the path's end and spec_steps + 1 are never read: any value.
+            read = [j for j in range(ndt) if j < len(local) or j >= steps + 1]
+            if [have[j] for j in read] != [expect[j] for j in read]:
                 raise OracleFailure(NAME, f"compacted_{key}", f"request {b}: {key} window "
-                                    f"{after[b * ndt:(b + 1) * ndt]}, expected its path "
-                                    f"{path}'s in front and rows past {steps} untouched "
-                                    f"(before: {before[b * ndt:(b + 1) * ndt]}); {where}")
+                                    f"{have}, expected {expect} at entries {read} (its path "
+                                    f"{local} in front, rows past {steps} untouched); {where}")
     return {"accepted": sum(x["accept_lens"])}
 
 
@@ -146,7 +141,7 @@ def _check_moves(calls, x: dict, want: dict, where: str) -> None:
     before = {s: ("slot", s) for s in pool}
     after = apply_moves(before, [(_ints(t), _ints(s)) for t, s in calls])
     for b, (win, local) in enumerate(zip(x["window"], want["local_paths"])):
-        for k, t in enumerate(local):
+        for k, t in T.accepted_kv_moves(0, local):  # window positions: (target, source)
             if after.get(win[k]) != ("slot", win[t]):
                 raise OracleFailure(NAME, "kv_front", f"request {b}: window position {k} "
                                     f"(slot {win[k]}) holds {after.get(win[k])}, expected the "

@@ -6,7 +6,7 @@ window[b][t] = req_to_token[req_pool_indices[b], seq_lens[b] + t]. It accepted n
 accept_lens[b] nodes, accept_index[b, :n_b]: its root, then one node a depth down a
 root-to-node path. predict[node] is the target's token after that node, so the tokens it
 commits are predict at its accepted nodes, the last of them the token the next round starts
-from (the bonus)."""
+from (the bonus). Compaction itself is references/tree.py's (compact, accepted_kv_moves)."""
 from __future__ import annotations
 
 
@@ -17,8 +17,7 @@ def commit(predict: list[int], accept_index: list[list[int]], accept_lens: list[
     paths = [row[:n] for row, n in zip(accept_index, accept_lens)]
     return {"new_seq_lens": [s + n for s, n in zip(seq_lens, accept_lens)],
             "bonus": [predict[p[-1]] for p in paths],
-            "local_paths": [[node - b * ndt for node in p] for b, p in enumerate(paths)],
-            "paths": paths}
+            "local_paths": [[node - b * ndt for node in p] for b, p in enumerate(paths)]}
 
 
 def apply_moves(content: dict, calls: list[tuple[list[int], list[int]]]) -> dict:

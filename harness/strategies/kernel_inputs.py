@@ -104,3 +104,12 @@ def kernel_cases(law: str, kernels, knobs):
     return st.builds(lambda k, seed: KernelCase(law=law, engine=kernels.engine, seed=seed,
                                                 knobs=k),
                      knobs, st.integers(0, 2**31 - 1))
+
+
+def request_pool(rng: random.Random, bs: int, min_width: int) -> tuple[list, list]:
+    """A req_to_token pool as a server holds one: a few more rows than the batch, each at
+    least `min_width` wide, every slot distinct (never slot 0, the padding slot), and the
+    batch's req_pool_indices a permutation into it. Returns (req_to_token rows, indices)."""
+    rows, width = bs + rng.randint(0, 3), min_width + rng.randint(0, 4)
+    slots = rng.sample(range(1, 8 * rows * width), rows * width)
+    return [slots[r * width:(r + 1) * width] for r in range(rows)], rng.sample(range(rows), bs)
