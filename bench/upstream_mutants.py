@@ -107,6 +107,17 @@ MUTANTS = (
            "verify_input.draft_token_num, dim=0\n        )",
            "sampling_info.temperatures.repeat(verify_input.draft_token_num, 1)",
            "the verify rows' temperatures tiled instead of repeated per request"),
+    Mutant("sglang-additive-penalties-tiled", *G, "sglang/srt/speculative/eagle_utils.py",
+           "torch.repeat_interleave(\n                sampling_info.acc_additive_penalties,\n"
+           "                verify_input.draft_token_num,\n                dim=0,\n"
+           "            )",
+           "sampling_info.acc_additive_penalties.repeat(verify_input.draft_token_num, 1)",
+           "the relaxed presence and frequency penalties tiled over the verify rows instead of "
+           "repeated per request"),
+    Mutant("sglang-scaling-penalties-skipped", *G, "sglang/srt/speculative/eagle_utils.py",
+           "    if sampling_info.acc_scaling_penalties is not None:\n        apply_scaling",
+           "    if sampling_info.acc_scaling_penalties is None:\n        apply_scaling",
+           "the repetition penalty never applied at the verify rows (a flipped None test)"),
     Mutant("sglang-chain-tree-row-is-request", *G, f"{SGK}/eagle.py",
            "req = tl.load(req_indices + row * REQ_STRIDE, valid, other=0).to(tl.int64)",
            "req = row",

@@ -16,11 +16,19 @@ How the harness's target distributions p go in:
   banned the way a serving request bans it, with a logit bias of -inf, its logit raised
   above the row's maximum first: a bias the entry fails to apply, or applies to another
   request's rows, shows at once;
+- in half the batches (by the first request's seed) the requests carry SGLang's relaxed
+  penalties as `SamplingBatchInfo.update_penalties` leaves them: `acc_additive_penalties`
+  (presence and frequency penalties in [-2, 2] times the counts of a few tokens the request
+  "generated") and `acc_scaling_penalties` (a repetition penalty in [1, 2] on those tokens),
+  one row per request, which the entry repeats over its verify rows; the logits handed over
+  undo them, so a right entry recovers p and a penalty applied to another request's rows
+  (or to none, or twice) moves the distribution (kernel_chain_distribution sees it);
 - the server's context the entry reads is set as a rejection-sampling EAGLE server sets it:
   `get_spec()` (rejection sampling on, block verification for the "block" variant,
   thresholds 1.0) and a single-rank parallel context, no DP attention.
 Not drawn through it: top-k / top-p (their renorm kernels are FlashInfer's on CUDA, which a
-pack leaves out, and None on CPU), additive and scaling penalties, the grammar mask."""
+pack leaves out, and None on CPU), the grammar mask (applied by the grammar backend's own
+compiled bitmask op, xgrammar's, which a pack leaves out)."""
 from __future__ import annotations
 
 import importlib
@@ -63,6 +71,28 @@ def _server_context(block: bool) -> None:
         lambda: False)
 
 
+PENALTY_SALT, TOKENS_PENALISED = 0x9E17, 3
+
+
+def _penalties(seeds: torch.Tensor, vocab: int):
+    """(acc_additive_penalties, acc_scaling_penalties), [bs, V] float32 each, or (None, None)
+    for a batch without penalties: what SGLang's penalizers accumulate for requests that
+    "generated" a few tokens (drawn from each request's seed) with presence and frequency
+    penalties in [-2, 2] and a repetition penalty in [1, 2]."""
+    if seed_uniform(seeds[:1], PENALTY_SALT).item() < 0.5:
+        return None, None
+    additive = torch.zeros(len(seeds), vocab)
+    scaling = torch.ones(len(seeds), vocab)
+    for b, seed in enumerate(seeds.tolist()):
+        g = torch.Generator().manual_seed((int(seed) ^ PENALTY_SALT) & 0xFFFFFFFF)
+        tokens = torch.randint(vocab, (TOKENS_PENALISED,), generator=g)
+        counts = torch.randint(1, 6, (TOKENS_PENALISED,), generator=g).float()
+        presence, frequency = (torch.rand(2, generator=g) * 4 - 2).tolist()
+        additive[b].index_put_((tokens,), -(presence + frequency * counts), accumulate=True)
+        scaling[b, tokens] = 1 + torch.rand(1, generator=g).item()
+    return additive, scaling
+
+
 def eagle_sample(fn, *, device, target_probs, seeds, variant: str, dense_q, candidates,
                  links) -> tuple:
     """A batch's sampled rows (the adapter splits a batch) through eagle_sample: returns (predict, num_correct_drafts, accept_index) on the CPU (it returns
@@ -76,12 +106,18 @@ def eagle_sample(fn, *, device, target_probs, seeds, variant: str, dense_q, cand
     banned = (p == 0).all(1)                                                # [bs, V]
     top = torch.where(banned[:, None, :], float("-inf"), logits).amax(-1, keepdim=True)
     logits = torch.where(banned[:, None, :], top + 1.0, logits)
-    logits = (logits * temperature.double()[:, None, None]).float().reshape(bs * width, vocab)
+    logits = logits * temperature.double()[:, None, None]
+    additive, scaling = _penalties(seeds, vocab)
+    if additive is not None:  # handed over undone: unscaled, then the additive part taken off
+        s = scaling.double()[:, None, :]
+        logits = torch.where(logits < 0, logits / s, logits * s) - additive.double()[:, None, :]
+    logits = logits.float().reshape(bs * width, vocab)
     bias = torch.where(banned, float("-inf"), 0.0).float()
     ri, rn, rs = links
     dev = lambda t: t.to(device)  # noqa: E731
     info = SimpleNamespace(
-        acc_additive_penalties=None, acc_scaling_penalties=None,
+        acc_additive_penalties=None if additive is None else dev(additive),
+        acc_scaling_penalties=None if scaling is None else dev(scaling),
         logit_bias=dev(bias) if bool(banned.any()) else None, is_all_greedy=False,
         temperatures=dev(temperature[:, None]), need_top_k_sampling=False,
         need_top_p_sampling=False, top_ks=None, top_ps=None,

@@ -107,11 +107,14 @@ def _add_foreign_parsers(sub) -> None:
     s = sub.add_parser("sweep", help="the kernel laws over several releases: law x release")
     s.add_argument("--engine", required=True, help="sglang-kernels or vllm-kernels")
     s.add_argument("--versions", default=None,
-                   help="comma-separated releases, or `all`: every release on the package "
-                   "index since the engine's first speculative kernel (default: the "
-                   "adapter's SWEEP list)")
+                   help="comma-separated releases; `all`: every release on the package "
+                   "index since the engine's first speculative kernel; `A..B`: those of "
+                   "them from A to B, either end left open (default: the adapter's SWEEP "
+                   "list)")
+    s.add_argument("--laws", default=None, help="comma-separated kernel laws to run (default: "
+                   "every one); with --record, merged into each release's record")
     s.add_argument("--record", default=None, help="folder for one JSON per release (a "
-                   "recorded release is not run again), the flips' diffs")
+                   "release recorded with these laws is not run again), the flips' diffs")
     s.add_argument("--discard", action="store_true",
                    help="remove each release's install folder after it ran (pinned kept)")
     s.add_argument("--examples", type=int, default=20, help="examples per law and release")
@@ -237,13 +240,43 @@ def _run_sweep(ap, args, device: str, argv) -> int:
     if getattr(cls, "in_process", False) or "@" in args.engine:
         ap.error(f"--engine {args.engine!r}: sweep takes a foreign kernel engine without a "
                  "version (sglang-kernels, vllm-kernels) and --versions")
-    if args.versions == "all":
-        from harness.adapters.foreign.releases import every_release
-        versions = every_release(cls)
-    else:
-        versions = args.versions.split(",") if args.versions else list(cls.SWEEP)
+    try:
+        versions = _sweep_versions(cls, args.versions)
+        laws = _sweep_laws(args.laws)
+    except ValueError as exc:
+        ap.error(str(exc))
     return sweep(args.engine, versions=versions, device=device, examples=args.examples,
-                 budget=args.budget, record=args.record, discard=args.discard)
+                 budget=args.budget, record=args.record, discard=args.discard, laws=laws)
+
+
+def _sweep_versions(cls, spec: str | None) -> list[str]:
+    """--versions: a list, `all`, or `A..B` (a span of every release, oldest first)."""
+    if not spec:
+        return list(cls.SWEEP)
+    if spec != "all" and ".." not in spec:
+        return spec.split(",")
+    from harness.adapters.foreign.releases import every_release
+    every = every_release(cls)
+    if spec == "all":
+        return every
+    lo, hi = spec.split("..", 1)
+    for end in (lo, hi):
+        if end and end not in every:
+            raise ValueError(f"--versions {spec!r}: {end!r} is not a release of {cls.DIST} "
+                             f"since {every[0]} (known: {', '.join(every)})")
+    return every[every.index(lo) if lo else 0: every.index(hi) + 1 if hi else len(every)]
+
+
+def _sweep_laws(spec: str | None) -> list[str] | None:
+    from harness.runners.kernel_suite import KERNEL_LAWS
+    if not spec:
+        return None
+    laws = spec.split(",")
+    bad = [law for law in laws if law not in KERNEL_LAWS]
+    if bad:
+        raise ValueError(f"--laws: {', '.join(bad)} not a kernel law (allowed: "
+                         f"{', '.join(KERNEL_LAWS)})")
+    return laws
 
 
 def _run_zoo(ap, args, device: str, argv) -> int:

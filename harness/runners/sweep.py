@@ -11,6 +11,9 @@ flip explained (harness/runners/sweep_report.py).
   recorded with the same examples and device is not run again, so a sweep of a hundred
   releases can stop and resume. The modules' texts go to the cache
   ($SPECDEC_FOREIGN_DIR/sources), by hash, for the flips' diffs.
+- `--laws L1,L2`: only those laws, each release's record kept and the new cells merged into
+  it (its failures for those laws replaced, wall times summed, each pass listed), so a law
+  added later is swept over every release without running the others again.
 - `--discard`: the install folders this sweep made are removed after their release ran (a
   vLLM release is about a gigabyte), the pinned releases' kept.
 - The laws draw the cases of recorded findings too (SPECDEC_KNOWN_FINDINGS=include): a sweep
@@ -30,7 +33,8 @@ from harness.runners.sweep_report import report, sources_dir
 
 
 def sweep(engine: str, *, versions: list[str], device: str, examples: int, budget: float,
-          record: str | None = None, discard: bool = False, out=sys.stdout) -> int:
+          record: str | None = None, discard: bool = False, laws: list[str] | None = None,
+          out=sys.stdout) -> int:
     from harness.adapters.registry import parse
     os.environ.setdefault("SPECDEC_KNOWN_FINDINGS", "include")
     cls, _ = parse(engine)
@@ -38,12 +42,15 @@ def sweep(engine: str, *, versions: list[str], device: str, examples: int, budge
     for v in versions:
         path = Path(record) / f"{v}.json" if record else None
         old = json.loads(path.read_text()) if path and path.exists() else None
-        if old and old["examples"] == examples and old["device"] == device:
+        # a release that could not run is not tried again (remove its record to retry)
+        if old and old["examples"] == examples and old["device"] == device and (
+                old["status"] != "ran" or set(laws or KERNEL_LAWS) <= set(old["cells"])):
             rows[v] = old
             print(f"== {engine}@{v}: recorded ({path})", file=out, flush=True)
             continue
-        rows[v] = run_release(cls, v, device=device, examples=examples, budget=budget,
-                              discard=discard, out=out)
+        new = run_release(cls, v, device=device, examples=examples, budget=budget,
+                          discard=discard, out=out, laws=laws)
+        rows[v] = merge(old, new) if laws and old and old.get("status") == "ran" else new
         if path:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(rows[v], indent=1, sort_keys=True))
@@ -51,10 +58,28 @@ def sweep(engine: str, *, versions: list[str], device: str, examples: int, budge
     return 1 if any(r.get("failures") for r in rows.values()) else 0
 
 
+def merge(old: dict, new: dict) -> dict:
+    """A release's record after a --laws pass: the new laws' cells, reasons and failures over
+    the old ones', the others kept; each pass's laws and wall time listed."""
+    if new["status"] != "ran":
+        return old | {"passes": old.get("passes", []) + [new]}
+    laws = set(new["cells"])
+    return old | {
+        "cells": old["cells"] | new["cells"],
+        "why_not": {k: v for k, v in old.get("why_not", {}).items() if k not in laws}
+        | new["why_not"],
+        "failures": [f for f in old["failures"] if f["law"] not in laws] + new["failures"],
+        "sources": old.get("sources", {}) | new.get("sources", {}),
+        "wall_s": round(old.get("wall_s", 0) + new["wall_s"], 1),
+        "passes": old.get("passes", [{"laws": sorted(old["cells"]),
+                                      "wall_s": old.get("wall_s", 0)}])
+        + [{"laws": sorted(laws), "wall_s": new["wall_s"]}]}
+
+
 def run_release(cls, version: str, *, device: str, examples: int, budget: float,
-                discard: bool, out) -> dict:
-    """One release: installed (unless it is), every kernel law run, its engine modules
-    hashed; the record sweep() keeps."""
+                discard: bool, out, laws: list[str] | None = None) -> dict:
+    """One release: installed (unless it is), the kernel laws run (`laws`, or every one),
+    its engine modules hashed; the record sweep() keeps."""
     from harness.adapters.foreign import install as inst
     from harness.adapters.foreign.remote import ForeignImportError
     from harness.adapters.registry import build_kernels
@@ -75,7 +100,7 @@ def run_release(cls, version: str, *, device: str, examples: int, budget: float,
     row["install_s"] = round(time.perf_counter() - t0, 1)
     try:
         reports = [run_law(kernels, law=law, device=device, budget=budget,
-                           max_examples=examples) for law in KERNEL_LAWS]
+                           max_examples=examples) for law in laws or KERNEL_LAWS]
         row["sources"] = _store_sources(kernels.engine_sources(cls.DIST))
     finally:
         kernels.close()
