@@ -20,10 +20,11 @@ round verified, where the contract puts it (harness/references/draft_inputs.py):
   tokens; a row that emitted none, or a discarded request, takes its backup token (a
   discarded request's valid_count is 0, whatever its row holds).
 
-Drawn: batch size 1 to 5, per-request draft counts (ragged where the adapter takes it; 0
-drafts included), accepted counts 0, all and in between, sequence lengths from 1, every
-layout the adapter takes; sampled rows empty, partial and full, tokens up to vocab - 1,
-discarded requests with garbage rows."""
+Drawn in one input class per example (CLASSES: none_accepted, all_accepted, no_drafts,
+batch_one, discarded, plain): batch size 1 to 5, per-request draft counts (ragged where the
+adapter takes it; 0 drafts included), accepted counts 0, all and in between, sequence
+lengths from 1, every layout the adapter takes; sampled rows empty, partial and full, tokens
+up to vocab - 1, discarded requests with garbage rows."""
 from __future__ import annotations
 
 import torch
@@ -39,18 +40,35 @@ NAME = "kernel_draft_inputs"
 NEEDS = frozenset({Component.DRAFT_EXTEND_INPUTS, Component.DRAFT_NEXT_TOKEN})
 
 
+# The input classes as the callers make them (docs/adapters.md), each drawn on purpose and
+# counted as a corner: none_accepted (every draft rejected: the drafter restarts from the
+# bonus alone), all_accepted (drafts at their maximum, all kept), no_drafts (requests that
+# drafted nothing: an n-gram miss, a prefill chunk), batch_one, discarded (requests the
+# scheduler dropped mid-round, their rows garbage).
+CLASSES = ("plain", "none_accepted", "all_accepted", "no_drafts", "batch_one", "discarded")
+
+
 @st.composite
 def _knobs(draw, kernels) -> dict:
     have = sorted(c.value for c in NEEDS & set(kernels.components))
-    return {"component": draw(st.sampled_from(have)), "bs": draw(st.integers(1, 5)),
+    cls = draw(st.sampled_from(CLASSES))
+    accept = {"none_accepted": "none", "all_accepted": "all"}.get(cls)
+    nxt = Component.DRAFT_NEXT_TOKEN.value
+    return {"component": draw(st.sampled_from([nxt] if cls == "discarded" and nxt in have
+                                              else have)),
+            "bs": 1 if cls == "batch_one" else draw(st.integers(1, 5)),
             "layout": draw(st.sampled_from(kernels.accepts.get("draft_extend_layouts",
                                                                ("padded",)))),
-            "max_drafts": draw(st.integers(0, 6)),
-            "ragged": bool(kernels.accepts.get("ragged_drafts")) and draw(st.booleans()),
+            "max_drafts": 0 if cls == "no_drafts" else draw(st.integers(
+                1 if accept else 0, 6)),
+            "ragged": (bool(kernels.accepts.get("ragged_drafts")) and cls != "all_accepted"
+                       and draw(st.booleans())),
             # Accepted counts: none, all, or drawn per request.
-            "accept": draw(st.sampled_from(["none", "all", "mixed"])),
+            "accept": accept or draw(st.sampled_from(["none", "all", "mixed"])),
             "max_len": draw(st.integers(1, 60)), "vocab": draw(st.integers(2, 50)),
-            "discard": draw(st.sampled_from([0.0, 0.3, 1.0]))}
+            "discard": (draw(st.sampled_from([0.3, 1.0])) if cls == "discarded"
+                        else draw(st.sampled_from([0.0, 0.3, 1.0]))),
+            "input_class": cls}
 
 
 def cases(kernels):
@@ -152,4 +170,5 @@ LAW = Law(
     controls=tuple(f"tests/test_kernel_controls_draft_inputs.py::{t}" for t in (
         "test_positions_off_by_one_are_rejected",
         "test_last_index_of_previous_request_is_rejected",
-        "test_next_token_ignoring_discard_is_rejected")))
+        "test_next_token_ignoring_discard_is_rejected")) + (
+        "tests/test_kernel_input_classes.py::test_a_mistake_of_the_class_is_caught_in_it",))

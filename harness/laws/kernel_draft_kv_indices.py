@@ -15,7 +15,8 @@ in section 4's layout (docs/contract.md sections 2 and 4; harness/references/lay
 Steps i = 0 .. num_steps-1 are checked: the round's forwards are i <= num_steps-2, and the
 last step (every draft slot of the branch) is what SGLang's kernel also fills.
 
-Drawn: batch sizes 1-4 over a larger pool (rows in any order), ragged seq_lens (1, page
+Drawn in one input class per example (CLASSES: seq_len_one, page_aligned, batch_one, chain,
+single_step, plain): batch sizes 1-4 over a larger pool (rows in any order), ragged seq_lens (1, page
 aligned, anything up to 40, unequal within a batch), topk 1-4, steps 1-5, the page sizes
 the adapter accepts; req_to_token a permutation of whole pages (a page's slots consecutive,
 as a paged allocator gives them, so a page-granular reader is exact), so a wrong position is
@@ -39,16 +40,31 @@ PAGE_SIZES = (1, 2, 4, 8, 16)
 CONTROL = "tests/test_kernel_controls_draft_kv_indices.py"
 
 
+# The input classes as the callers make them (docs/adapters.md), each drawn on purpose and
+# counted as a corner: seq_len_one (a one-token prefix: nothing before the root),
+# page_aligned (every prefix ends on a page: no tail to copy), batch_one, chain (topk 1),
+# single_step (`--speculative-num-steps 1`: the one step reads the root's slot only).
+CLASSES = ("plain", "seq_len_one", "page_aligned", "batch_one", "chain", "single_step")
+
+
 @st.composite
 def _knobs(draw, kernels) -> dict:
-    page = draw(st.sampled_from(kernels.accepts.get("page_sizes") or PAGE_SIZES))
-    bs = draw(st.integers(1, 4))
+    pages = kernels.accepts.get("page_sizes") or PAGE_SIZES
+    cls = draw(st.sampled_from(CLASSES))
+    page = draw(st.sampled_from([p for p in pages if p > 1] or pages)
+                if cls == "page_aligned" else st.sampled_from(pages))
+    bs = 1 if cls == "batch_one" else draw(st.integers(1, 4))
     # Lengths of 1 and whole pages are the corners of the prefix tail (last = 1 or 0).
-    length = st.one_of(st.just(1), st.integers(1, 40),
-                       st.integers(1, max(1, 40 // page)).map(lambda m: m * page))
+    aligned = st.integers(1, max(1, 40 // page)).map(lambda m: m * page)
+    length = (aligned if cls == "page_aligned" else
+              st.one_of(st.just(1), st.integers(1, 40), aligned))
+    seq_lens = draw(st.lists(length, min_size=bs, max_size=bs))
+    if cls == "seq_len_one":
+        seq_lens[draw(st.integers(0, bs - 1))] = 1
     return {"bs": bs, "pool_rows": bs + draw(st.integers(0, 2)), "page_size": page,
-            "topk": draw(st.integers(1, 4)), "num_steps": draw(st.integers(1, 5)),
-            "seq_lens": draw(st.lists(length, min_size=bs, max_size=bs))}
+            "topk": 1 if cls == "chain" else draw(st.integers(1, 4)),
+            "num_steps": 1 if cls == "single_step" else draw(st.integers(1, 5)),
+            "seq_lens": seq_lens, "input_class": cls}
 
 
 def cases(kernels):
@@ -128,4 +144,5 @@ LAW = Law(
             "own draft slots up to that step (indptr request-major), for every page size, "
             "topk and ragged batch",
     controls=(f"{CONTROL}::test_draft_part_missing_the_newest_slot_is_rejected",
-              f"{CONTROL}::test_prefix_read_one_short_is_rejected"))
+              f"{CONTROL}::test_prefix_read_one_short_is_rejected",
+              "tests/test_kernel_input_classes.py::test_a_mistake_of_the_class_is_caught_in_it"))

@@ -11,7 +11,8 @@ harness/references/tree.py `verify_greedy`). The kernel's outputs then hold:
 
 Drawn: trees as a draft makes them (kernel_inputs), a small vocabulary so that matches are
 common, target predictions that follow a drawn path with high probability, duplicate tokens
-among siblings (the first in node order wins)."""
+among siblings (the first in node order wins); each example in one of the tree input
+classes (kernel_inputs.TREE_CLASSES)."""
 from __future__ import annotations
 
 import torch
@@ -21,7 +22,8 @@ from harness.adapters.kernel_protocol import Component
 from harness.base.failure import OracleFailure
 from harness.laws.declaration import Law
 from harness.references import tree as T
-from harness.strategies.kernel_inputs import KernelCase, kernel_cases, tree_inputs, tree_knobs
+from harness.strategies.kernel_inputs import (KernelCase, kernel_cases, tree_class_knobs,
+                                              tree_inputs)
 
 NAME = "kernel_greedy_verify"
 NEEDS = frozenset({Component.GREEDY_TREE_VERIFY})
@@ -29,7 +31,7 @@ NEEDS = frozenset({Component.GREEDY_TREE_VERIFY})
 
 def cases(kernels):
     knobs = st.builds(lambda t, vocab, follow: {**t, "vocab": vocab, "follow": follow},
-                      tree_knobs({**kernels.accepts, "orphan_nodes": False,
+                      tree_class_knobs({**kernels.accepts, "orphan_nodes": False,
                                   "tree_mask_modes": (1,)}),
                       st.integers(2, 6), st.sampled_from([0.0, 0.5, 0.9, 1.0]))
     return kernel_cases(NAME, kernels, knobs)

@@ -11,7 +11,8 @@ them (harness/references/layout.py):
   partial page); where the kernel also returns the prefix-tail copies, they are exactly the
   reference's (source slot, target slot) pairs.
 
-Drawn: pool rows and lengths, ragged and empty ranges, pool indices in any order, page sizes
+Drawn in one input class per example (CLASSES: page_aligned, page_plus_one, batch_one,
+empty_ranges, chain, plain): pool rows and lengths, ragged and empty ranges, pool indices in any order, page sizes
 1 to 16 (or those the adapter accepts), topk, steps, sequence lengths anywhere, all on page
 boundaries or all one past one, req_to_token a permutation of slots (so a wrong position is
 a wrong slot)."""
@@ -30,6 +31,11 @@ NAME = "kernel_kv_slots"
 NEEDS = frozenset({Component.REQ_TO_TOKEN_WRITE, Component.DRAFT_CACHE_LOCS})
 PAGE_SIZES = (1, 2, 4, 8, 16)
 LENGTHS = ("any", "page_aligned", "page_plus_one")
+# The input classes as the callers make them (docs/adapters.md), each drawn on purpose and
+# counted as a corner: page_aligned / page_plus_one (every draft starts on a page boundary or
+# one past it), batch_one, empty_ranges (a request that extends by nothing, among others),
+# chain (topk 1: one branch, no prefix-tail copy).
+CLASSES = ("plain", "page_aligned", "page_plus_one", "batch_one", "empty_ranges", "chain")
 
 
 def applicable(components) -> bool:
@@ -41,13 +47,22 @@ def applicable(components) -> bool:
 def _knobs(draw, kernels) -> dict:
     have = sorted(c.value for c in NEEDS & set(kernels.components))
     pages = kernels.accepts.get("page_sizes") or PAGE_SIZES
-    return {"component": draw(st.sampled_from(have)), "pool_rows": draw(st.integers(1, 6)),
-            "bs": draw(st.integers(1, 4)), "page_size": draw(st.sampled_from(pages)),
-            "topk": draw(st.integers(1, 4)), "num_steps": draw(st.integers(1, 5)),
-            "max_len": draw(st.integers(1, 40)),
-            # Where lengths fall on pages: anywhere, or every request exactly on a page
-            # boundary (no partial page, nothing to copy) or one past it (a 1-slot tail).
-            "lengths": draw(st.sampled_from(LENGTHS))}
+    cls = draw(st.sampled_from(CLASSES))
+    write = Component.REQ_TO_TOKEN_WRITE.value
+    component = draw(st.sampled_from(have if cls != "empty_ranges" or write not in have
+                                     else [write]))
+    k = {"component": component, "pool_rows": draw(st.integers(1, 6)),
+         "bs": 1 if cls == "batch_one" else draw(st.integers(1, 4)),
+         "page_size": draw(st.sampled_from(pages)),
+         "topk": 1 if cls == "chain" else draw(st.integers(1, 4)),
+         "num_steps": draw(st.integers(1, 5)), "max_len": draw(st.integers(1, 40)),
+         # Where lengths fall on pages: anywhere, or every request exactly on a page
+         # boundary (no partial page, nothing to copy) or one past it (a 1-slot tail).
+         "lengths": cls if cls in LENGTHS else draw(st.sampled_from(LENGTHS)),
+         "input_class": cls}
+    if cls in ("page_aligned", "page_plus_one") and max(pages) > 1:
+        k["page_size"] = draw(st.sampled_from([p for p in pages if p > 1]))
+    return k
 
 
 def cases(kernels):
@@ -68,6 +83,9 @@ def _write(kernels, case: KernelCase) -> int:
     pool = _pool(rng, k["pool_rows"], width)
     rows = rng.sample(range(k["pool_rows"]), bs)
     spans = [sorted(rng.choices(range(width + 1), k=2)) for _ in range(bs)]
+    if k.get("input_class") == "empty_ranges":  # one request extends by nothing
+        at = rng.randrange(width + 1)
+        spans[rng.randrange(bs)] = [at, at]
     total = sum(e - s for s, e in spans)
     loc = [rng.randrange(10**6, 2 * 10**6) for _ in range(total)]
     t = lambda x: torch.tensor(x, dtype=torch.int64)  # noqa: E731
@@ -137,4 +155,5 @@ LAW = Law(
     summary="req_to_token writes and draft cache locations (with the prefix-tail copies) are "
             "the slots of the reference layout, for every page size, topk and ragged batch",
     controls=("tests/test_kernel_law_controls.py::test_draft_slot_off_by_one_is_rejected",
-              "tests/test_kernel_law_controls.py::test_req_to_token_write_dropping_a_slot_is_rejected"))
+              "tests/test_kernel_law_controls.py::test_req_to_token_write_dropping_a_slot_is_rejected",
+              "tests/test_kernel_input_classes.py::test_a_mistake_of_the_class_is_caught_in_it"))

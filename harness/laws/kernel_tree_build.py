@@ -16,7 +16,9 @@ out_cache_loc[b*w + t] = req_to_token[req_pool_indices[b], seq_len_b + t] (the r
 own row, req_pool_indices a permutation into a larger pool), and the M-RoPE positions (3
 rows, each the positions) where asked.
 
-Drawn: batch size, topk, depth, ndt up to every candidate, ragged seq_lens, each mode."""
+Drawn: batch size, topk, depth, ndt up to every candidate, ragged seq_lens, each mode, each
+example in one of the tree input classes (kernel_inputs.TREE_CLASSES: chain, single_step,
+all_candidates, batch_one, one_token_prefix, plain)."""
 from __future__ import annotations
 
 import random
@@ -29,7 +31,7 @@ from harness.base.failure import OracleFailure
 from harness.laws.declaration import Law
 from harness.references import tree as T
 from harness.strategies.kernel_inputs import (KernelCase, kernel_cases, request_pool,
-                                              tree_inputs, tree_knobs)
+                                              tree_class_knobs, tree_inputs)
 
 NAME = "kernel_tree_build"
 NEEDS = frozenset({Component.TREE_BUILD, Component.CHAIN_TREE_BUILD})
@@ -40,7 +42,7 @@ CHAIN = Component.CHAIN_TREE_BUILD.value
 def _knobs(draw, kernels) -> dict:
     have = sorted(c.value for c in NEEDS & set(kernels.components))
     component = draw(st.sampled_from(have))
-    k = draw(tree_knobs(kernels.accepts))
+    k = draw(tree_class_knobs(kernels.accepts))
     if component == CHAIN:  # one candidate a step, every step kept, the qlen-only mask
         k.update(topk=1, ndt=k["spec_steps"] + 1, mode=1, orphans=False,
                  mrope=draw(st.booleans()))
@@ -161,4 +163,5 @@ LAW = Law(
     controls=("tests/test_kernel_law_controls.py::test_tree_positions_off_by_one_is_rejected",
               "tests/test_kernel_law_controls.py::test_tree_links_in_descending_order_are_rejected",
               "tests/test_kernel_controls_chain_tree.py::test_slots_of_the_batch_row_are_rejected",
-              "tests/test_kernel_controls_chain_tree.py::test_mask_without_the_diagonal_is_rejected"))
+              "tests/test_kernel_controls_chain_tree.py::test_mask_without_the_diagonal_is_rejected",
+              "tests/test_kernel_input_classes.py::test_a_mistake_of_the_class_is_caught_in_it"))

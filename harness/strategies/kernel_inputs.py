@@ -91,6 +91,38 @@ def tree_knobs(draw, accepts: dict, max_bs: int = 4) -> dict:
             "mode": draw(st.sampled_from(accepts["tree_mask_modes"]))}
 
 
+# The tree shapes the engines' callers make, each drawn on purpose by the tree laws and counted
+# as a corner (docs/adapters.md, "Input classes of the slot, tree and draft laws"):
+# chain: `--speculative-eagle-topk 1` (SGLang's default EAGLE shape), every step kept;
+# single_step: `--speculative-num-steps 1`, only the root's children;
+# all_candidates: `--speculative-num-draft-tokens` at its maximum, every candidate kept;
+# batch_one: one running request; one_token_prefix: a request whose prefix is one token.
+TREE_CLASSES = ("plain", "chain", "single_step", "all_candidates", "batch_one",
+                "one_token_prefix")
+# (topk, spec_steps) whose candidates all fit under tree_knobs' cap of 12 tree nodes.
+FULL_TREES = tuple((t, s) for t in range(1, 5) for s in range(1, 6)
+                   if num_candidates(t, s) <= 11)
+
+
+@st.composite
+def tree_class_knobs(draw, accepts: dict, max_bs: int = 4) -> dict:
+    """tree_knobs drawn in one of TREE_CLASSES (its name in the knob `input_class`)."""
+    cls = draw(st.sampled_from(TREE_CLASSES))
+    k = draw(tree_knobs(accepts, max_bs=1 if cls == "batch_one" else max_bs))
+    if cls == "chain":
+        k.update(topk=1, ndt=k["spec_steps"] + 1)
+    elif cls == "single_step":
+        k.update(spec_steps=1, ndt=draw(st.integers(2, 1 + k["topk"])))
+    elif cls == "all_candidates":
+        topk, steps = draw(st.sampled_from(FULL_TREES))
+        k.update(topk=topk, spec_steps=steps, ndt=1 + num_candidates(topk, steps))
+    elif cls == "one_token_prefix":
+        seq = list(k["seq_lens"])
+        seq[draw(st.integers(0, k["bs"] - 1))] = 1
+        k["seq_lens"] = seq
+    return {**k, "input_class": cls}
+
+
 def tree_inputs(case: KernelCase) -> tuple[list[list[int]], list[list[int]], list[int]]:
     """parent_list rows, top_scores_index rows and seq_lens of the case's batch."""
     k, rng = case.knobs, case.rng()
