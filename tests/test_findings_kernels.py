@@ -12,6 +12,7 @@ import importlib.util
 import pathlib
 
 import pytest
+import torch
 
 from harness.adapters.foreign.install import installed
 from harness.adapters.registry import kernel_class
@@ -40,6 +41,9 @@ def _releases(pinned: bool):
                 f"{cls.DIST}=={v}"))]
             if not pinned:
                 marks.append(pytest.mark.xfail(strict=True, reason=f"{name} on {v}"))
+                if getattr(f, "DEVICE", None) == "cuda":  # compiled Triton's finding
+                    marks.append(pytest.mark.skipif(not torch.cuda.is_available(),
+                                                    reason=f"{name}: compiled Triton only"))
             yield pytest.param(name, v, marks=marks, id=f"{name}@{v}")
 
 
