@@ -115,6 +115,8 @@ def _add_foreign_parsers(sub) -> None:
                    "every one); with --record, merged into each release's record")
     s.add_argument("--record", default=None, help="folder for one JSON per release (a "
                    "release recorded with these laws is not run again), the flips' diffs")
+    s.add_argument("--fresh", action="store_true", help="with --laws: run them again on "
+                   "releases whose record has them (a law whose draw changed)")
     s.add_argument("--discard", action="store_true",
                    help="remove each release's install folder after it ran (pinned kept)")
     s.add_argument("--examples", type=int, default=20, help="examples per law and release")
@@ -246,7 +248,8 @@ def _run_sweep(ap, args, device: str, argv) -> int:
     except ValueError as exc:
         ap.error(str(exc))
     return sweep(args.engine, versions=versions, device=device, examples=args.examples,
-                 budget=args.budget, record=args.record, discard=args.discard, laws=laws)
+                 budget=args.budget, record=args.record, discard=args.discard, laws=laws,
+                 fresh=args.fresh)
 
 
 def _sweep_versions(cls, spec: str | None) -> list[str]:

@@ -14,6 +14,8 @@ flip explained (harness/runners/sweep_report.py).
 - `--laws L1,L2`: only those laws, each release's record kept and the new cells merged into
   it (its failures for those laws replaced, wall times summed, each pass listed), so a law
   added later is swept over every release without running the others again.
+- `--fresh` (with `--laws`): those laws run again where a release's record has them (a law
+  whose draw changed), the rest of the record kept.
 - `--discard`: the install folders this sweep made are removed after their release ran (a
   vLLM release is about a gigabyte), the pinned releases' kept.
 - The laws draw the cases of recorded findings too (SPECDEC_KNOWN_FINDINGS=include): a sweep
@@ -34,7 +36,7 @@ from harness.runners.sweep_report import report, sources_dir
 
 def sweep(engine: str, *, versions: list[str], device: str, examples: int, budget: float,
           record: str | None = None, discard: bool = False, laws: list[str] | None = None,
-          out=sys.stdout) -> int:
+          fresh: bool = False, out=sys.stdout) -> int:
     from harness.adapters.registry import parse
     os.environ.setdefault("SPECDEC_KNOWN_FINDINGS", "include")
     cls, _ = parse(engine)
@@ -44,7 +46,8 @@ def sweep(engine: str, *, versions: list[str], device: str, examples: int, budge
         old = json.loads(path.read_text()) if path and path.exists() else None
         # a release that could not run is not tried again (remove its record to retry)
         if old and old["examples"] == examples and old["device"] == device and (
-                old["status"] != "ran" or set(laws or KERNEL_LAWS) <= set(old["cells"])):
+                old["status"] != "ran" or not (laws and fresh)
+                and set(laws or KERNEL_LAWS) <= set(old["cells"])):
             rows[v] = old
             print(f"== {engine}@{v}: recorded ({path})", file=out, flush=True)
             continue
