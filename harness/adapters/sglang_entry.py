@@ -1,5 +1,7 @@
 """SGLang's verify reached through its entry, `eagle_utils.eagle_sample` (the "entry" variant
-of harness/adapters/sglang_kernels.py, 0.5.23), as `run_eagle_verify` calls it, so its logits
+of harness/adapters/sglang_kernels.py; 0.5.16 and 0.5.23: 0.5.17-0.5.22 import sgl_kernel's
+compiled renorm and tree sampler inside it, which neither a CPU nor a pack has), as
+`run_eagle_verify` calls it, so its logits
 pipeline runs in front of the sampler: the requests' logit bias, repeated over each
 request's verify rows (`repeat_interleave(..., draft_token_num)`), the temperature softmax
 per request, the seeded coins (`_seeded_verify_coins`, from each request's sampling seed and
@@ -44,7 +46,10 @@ ARGS = ("verify_input", "batch", "logits_output", "grammar_mask")
 
 
 def find():
-    """eagle_sample where this release has it with the signature the adapter was taught."""
+    """eagle_sample where this release has it with the signature the adapter was taught,
+    and its sampling path runs here: 0.5.17-0.5.22 import sgl_kernel's compiled top-k /
+    top-p renorm and tree sampler inside it (whatever the flags), which neither a CPU nor a
+    pack (no sgl-kernel wheel) has."""
     try:
         mod = importlib.import_module(HOME)
     except ModuleNotFoundError:
@@ -52,7 +57,18 @@ def find():
     fn = getattr(mod, "eagle_sample", None)
     if fn is None or tuple(inspect.signature(fn).parameters)[:4] != ARGS:
         return None
+    if "from sgl_kernel import" in inspect.getsource(fn) and not _real_sgl_kernel():
+        return None
     return fn
+
+
+def _real_sgl_kernel() -> bool:
+    """sgl_kernel importable here, and not the harness's stub (harness/adapters/stubs.py)."""
+    try:
+        mod = importlib.import_module("sgl_kernel")
+    except Exception:  # absent, or its compiled library does not load on this machine
+        return False
+    return not str(getattr(mod, "__version__", "")).endswith("specdec.stub")
 
 
 def _server_context(block: bool) -> None:
