@@ -34,6 +34,7 @@ class Mutant:
     old: str
     new: str
     why: str         # the realistic mistake it stands for
+    cuda: bool = False  # reached only where the adapter draws its input on a GPU
 
 
 V = "vllm-kernels", "0.33.0"
@@ -118,6 +119,19 @@ MUTANTS = (
            "    if sampling_info.acc_scaling_penalties is not None:\n        apply_scaling",
            "    if sampling_info.acc_scaling_penalties is None:\n        apply_scaling",
            "the repetition penalty never applied at the verify rows (a flipped None test)"),
+    Mutant("sglang-top-k-tiled", *G, "sglang/srt/speculative/eagle_utils.py",
+           "torch.repeat_interleave(\n                    sampling_info.top_ks, "
+           "verify_input.draft_token_num, dim=0\n                )",
+           "sampling_info.top_ks.repeat(verify_input.draft_token_num)",
+           "the requests' top-k tiled over the verify rows instead of repeated per request "
+           "(drawn through the entry on a GPU: SGLang's Triton renorm refuses CPU tensors)",
+           cuda=True),
+    Mutant("sglang-top-p-tiled", *G, "sglang/srt/speculative/eagle_utils.py",
+           "torch.repeat_interleave(\n                    sampling_info.top_ps, "
+           "verify_input.draft_token_num, dim=0\n                )",
+           "sampling_info.top_ps.repeat(verify_input.draft_token_num)",
+           "the requests' top-p tiled over the verify rows instead of repeated per request",
+           cuda=True),
     Mutant("sglang-chain-tree-row-is-request", *G, f"{SGK}/eagle.py",
            "req = tl.load(req_indices + row * REQ_STRIDE, valid, other=0).to(tl.int64)",
            "req = row",
@@ -167,7 +181,18 @@ def restore(root: Path, release_dir: Path, m: Mutant) -> None:
     path.symlink_to((release_dir / m.file).resolve())
 
 
-def gate(adapter: str, root: Path) -> tuple[int, str, float]:
+def apply_in_place(release_dir: Path, m: Mutant) -> str:
+    """The mutant written into the release's own file; returns the original text."""
+    path = release_dir / m.file
+    text = path.read_text()
+    if text.count(m.old) != 1:
+        raise SystemExit(f"{m.id}: the text to change occurs {text.count(m.old)} times in "
+                         f"{m.file} of {m.release}")
+    path.write_text(text.replace(m.old, m.new))
+    return text
+
+
+def gate(adapter: str, root: Path | str) -> tuple[int, str, float]:
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-n", "2",
            "--pyargs", "harness.runners.test_kernel_laws", "--engine", f"{adapter}@{root}"]
@@ -183,25 +208,37 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--scratch", default="/tmp/specdec-upstream-mutants")
+    ap.add_argument("--in-place", action="store_true")
     args = ap.parse_args(argv)
-    chosen = [m for m in MUTANTS if not args.only or m.id in args.only]
+    import torch
+    chosen = [m for m in MUTANTS if (not args.only or m.id in args.only)
+              and (torch.cuda.is_available() or not m.cuda)]
     caught = 0
     for (adapter, release) in dict.fromkeys((m.adapter, m.release) for m in chosen):
         dist = adapter.removesuffix("-kernels")
         release_dir = site_dir(dist, release)
         root = Path(args.scratch) / f"{dist}-{release}"
-        scratch(release_dir, root)
-        rc, why, took = gate(adapter, root)
-        print(f"baseline {adapter}@{release} (checkout {root}): rc {rc} in {took:.0f} s"
+        if not args.in_place:
+            scratch(release_dir, root)
+        rc, why, took = gate(adapter, release if args.in_place else root)
+        where = "in place" if args.in_place else f"checkout {root}"
+        print(f"baseline {adapter}@{release} ({where}): rc {rc} in {took:.0f} s"
               + ("" if rc == 0 else f": {why}"), flush=True)
         if rc != 0:
             return 1
         for m in (m for m in chosen if (m.adapter, m.release) == (adapter, release)):
-            apply(root, m)
-            try:
-                rc, why, took = gate(adapter, root)
-            finally:
-                restore(root, release_dir, m)
+            if args.in_place:
+                text = apply_in_place(release_dir, m)
+                try:
+                    rc, why, took = gate(adapter, release)
+                finally:
+                    (release_dir / m.file).write_text(text)
+            else:
+                apply(root, m)
+                try:
+                    rc, why, took = gate(adapter, root)
+                finally:
+                    restore(root, release_dir, m)
             caught += rc != 0
             print(f"{m.id}: {'caught' if rc else 'MISSED'} in {took:.0f} s"
                   + (f": {why}" if rc else f" ({m.why})"), flush=True)

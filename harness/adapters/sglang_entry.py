@@ -1,15 +1,14 @@
 """SGLang's verify reached through its entry, `eagle_utils.eagle_sample` (the "entry" variant
-of harness/adapters/sglang_kernels.py; 0.5.16 and 0.5.23: 0.5.17-0.5.22 import sgl_kernel's
-compiled renorm and tree sampler inside it, which neither a CPU nor a pack has), as
-`run_eagle_verify` calls it, so its logits
+of harness/adapters/sglang_kernels.py, 0.5.16+), as `run_eagle_verify` calls it, so its logits
 pipeline runs in front of the sampler: the requests' logit bias, repeated over each
 request's verify rows (`repeat_interleave(..., draft_token_num)`), the temperature softmax
 per request, the seeded coins (`_seeded_verify_coins`, from each request's sampling seed and
 seq_len; on CPU, where SGLang hashes them with a compiled op, the unseeded torch.rand path),
-then the chain sampler (rejection sampling on). Sampled rows only: an all-greedy batch goes
-to `verify_tree_greedy_func`, which dispatches by platform (CUDA's JIT op, sgl_kernel's CPU
-op under SGLANG_USE_CPU_ENGINE, NPU, XPU) and on a plain CPU calls nothing, leaving its
-buffers unwritten; greedy rows keep the adapter's Triton verify.
+then the chain sampler (rejection sampling on). An all-greedy batch goes to
+`verify_tree_greedy_func`, which dispatches by platform (CUDA's JIT op, sgl_kernel's CPU op
+under SGLANG_USE_CPU_ENGINE, NPU, XPU) and on a plain CPU calls nothing, leaving its buffers
+unwritten: such batches, and greedy rows where no top-k can be drawn (0.5.16-0.5.22) or whose
+maximum is tied, keep the adapter's Triton verify.
 
 How the harness's target distributions p go in:
 - logits = T_b * (log p + an offset per row drawn from the request's seed), T_b the
@@ -28,8 +27,11 @@ How the harness's target distributions p go in:
 - the server's context the entry reads is set as a rejection-sampling EAGLE server sets it:
   `get_spec()` (rejection sampling on, block verification for the "block" variant,
   thresholds 1.0) and a single-rank parallel context, no DP attention.
-Not drawn through it: top-k / top-p (their renorm kernels are FlashInfer's on CUDA, which a
-pack leaves out, and None on CPU), the grammar mask (applied by the grammar backend's own
+- on a GPU, top-k and top-p per request (0.5.23, whose renorm names resolve per platform:
+  bound to SGLang's Triton renorm, the ROCm resolution; it refuses CPU tensors), handed over as
+  harness/adapters/sglang_filters.py says; greedy requests then go through the entry too, at
+  top-k 1 beside the sampled ones, as SGLang routes a mixed batch.
+Not drawn through it: the grammar mask (applied by the grammar backend's own
 compiled bitmask op, xgrammar's, which a pack leaves out)."""
 from __future__ import annotations
 
@@ -39,17 +41,20 @@ from types import SimpleNamespace
 
 import torch
 
+from harness.adapters import sglang_filters as SF
 from harness.adapters.seed_draws import seed_uniform
+from harness.adapters.stubs import stub_package
 
 HOME = "sglang.srt.speculative.eagle_utils"
 ARGS = ("verify_input", "batch", "logits_output", "grammar_mask")
 
 
 def find():
-    """eagle_sample where this release has it with the signature the adapter was taught,
-    and its sampling path runs here: 0.5.17-0.5.22 import sgl_kernel's compiled top-k /
-    top-p renorm and tree sampler inside it (whatever the flags), which neither a CPU nor a
-    pack (no sgl-kernel wheel) has."""
+    """eagle_sample where this release has it with the signature the adapter was taught.
+    0.5.16-0.5.22 import sgl_kernel's compiled renorm and tree sampler inside it, whatever
+    the flags: where sgl_kernel is absent (a CPU, a pack) it is served by the harness's stub
+    (harness/adapters/stubs.py), whose names raise only if called, and with rejection
+    sampling and no top-k / top-p none of them is."""
     try:
         mod = importlib.import_module(HOME)
     except ModuleNotFoundError:
@@ -57,18 +62,9 @@ def find():
     fn = getattr(mod, "eagle_sample", None)
     if fn is None or tuple(inspect.signature(fn).parameters)[:4] != ARGS:
         return None
-    if "from sgl_kernel import" in inspect.getsource(fn) and not _real_sgl_kernel():
-        return None
+    if "from sgl_kernel import" in inspect.getsource(fn):
+        stub_package("sgl_kernel")
     return fn
-
-
-def _real_sgl_kernel() -> bool:
-    """sgl_kernel importable here, and not the harness's stub (harness/adapters/stubs.py)."""
-    try:
-        mod = importlib.import_module("sgl_kernel")
-    except Exception:  # absent, or its compiled library does not load on this machine
-        return False
-    return not str(getattr(mod, "__version__", "")).endswith("specdec.stub")
 
 
 def _server_context(block: bool) -> None:
@@ -109,17 +105,28 @@ def _penalties(seeds: torch.Tensor, vocab: int):
     return additive, scaling
 
 
-def eagle_sample(fn, *, device, target_probs, seeds, variant: str, dense_q, candidates,
+def filters_bound(device: str) -> bool:
+    """Whether top-k / top-p can go through this release's entry (sglang_filters.bind)."""
+    return SF.bind(importlib.import_module(HOME), device)
+
+
+def eagle_sample(fn, *, device, target_probs, seeds, greedy, variant: str, dense_q, candidates,
                  links) -> tuple:
-    """A batch's sampled rows (the adapter splits a batch) through eagle_sample: returns (predict, num_correct_drafts, accept_index) on the CPU (it returns
+    """A batch's rows through eagle_sample (its sampled rows, and its greedy rows where
+    filters_bound(device): those at top-k 1, as SGLang samples a greedy request beside sampled
+    ones): returns (predict, num_correct_drafts, accept_index) on the CPU (it returns
     accept_lens, the correct drafts plus the bonus)."""
     _server_context(variant == "block")
     bs, width, vocab = target_probs.shape
     p = target_probs.double()
-    temperature = (0.5 + 1.5 * seed_uniform(seeds, 0x7E3)).float()        # [bs]
+    # SGLang's sampling params take a greedy request as temperature 1, top-k 1.
+    temperature = torch.where(greedy, 1.0, 0.5 + 1.5 * seed_uniform(seeds, 0x7E3)).float()
     offset = (seed_uniform(seeds, 0x0FF) - 0.5) * 8                         # [bs]
-    logits = torch.where(p > 0, p.clamp_min(1e-300).log(), float("-inf")) + offset[:, None, None]
     banned = (p == 0).all(1)                                                # [bs, V]
+    top_ks = top_ps = None
+    if filters_bound(device):
+        p, top_ks, top_ps = SF.filters(p, greedy, seeds, banned)
+    logits = torch.where(p > 0, p.clamp_min(1e-300).log(), float("-inf")) + offset[:, None, None]
     top = torch.where(banned[:, None, :], float("-inf"), logits).amax(-1, keepdim=True)
     logits = torch.where(banned[:, None, :], top + 1.0, logits)
     logits = logits * temperature.double()[:, None, None]
@@ -135,8 +142,11 @@ def eagle_sample(fn, *, device, target_probs, seeds, variant: str, dense_q, cand
         acc_additive_penalties=None if additive is None else dev(additive),
         acc_scaling_penalties=None if scaling is None else dev(scaling),
         logit_bias=dev(bias) if bool(banned.any()) else None, is_all_greedy=False,
-        temperatures=dev(temperature[:, None]), need_top_k_sampling=False,
-        need_top_p_sampling=False, top_ks=None, top_ps=None,
+        temperatures=dev(temperature[:, None]),
+        need_top_k_sampling=top_ks is not None and bool((top_ks < vocab).any()),
+        need_top_p_sampling=top_ps is not None and bool((top_ps < 1).any()),
+        top_ks=None if top_ks is None else dev(top_ks.int()),
+        top_ps=None if top_ps is None else dev(top_ps),
         has_watermark_candidates=False,
         # Seeded coins (murmur_hash32) are Triton on CUDA, sgl_kernel's op on CPU: there the
         # unseeded path draws them (torch.rand_like), from the generator seeded here.

@@ -302,7 +302,14 @@ class SglangKernels:
         extra = {"block_verification": True} if variant == "block" else {}
         # SGLang verifies an all-greedy batch with verify_tree_greedy on target argmax, a
         # sampled one with the chain sampler: a mixed batch is split the same way.
-        for rows, is_greedy in ((greedy.nonzero()[:, 0], True), ((~greedy).nonzero()[:, 0], False)):
+        groups = ((greedy.nonzero()[:, 0], True), ((~greedy).nonzero()[:, 0], False))
+        if variant == "entry" and not bool(greedy.all()) and SE.filters_bound(self.device):
+            # A mixed batch goes to the entry whole, its greedy rows at top-k 1 (one with a
+            # tied maximum, where top-k 1 keeps the ties, stays on the greedy verify).
+            top2 = target_probs.topk(2, -1).values
+            tied = greedy & ((top2[..., 0] == top2[..., 1]) | target_probs.isnan().any(-1)).any(1)
+            groups = ((tied.nonzero()[:, 0], True), ((~tied).nonzero()[:, 0], False))
+        for rows, is_greedy in groups:
             if len(rows) == 0:
                 continue
             d = draft_ids[rows]
@@ -314,7 +321,7 @@ class SglangKernels:
                                         target_probs.shape[-1])
                 pred, num, acc = SE.eagle_sample(
                     self._entry, device=self.device, target_probs=target_probs[rows],
-                    seeds=seed + rows, variant=variant, dense_q=q,
+                    seeds=seed + rows, greedy=greedy[rows], variant=variant, dense_q=q,
                     candidates=cand, links=(ri, rn, rs))
             elif is_greedy:
                 target = target_probs[rows].argmax(-1)

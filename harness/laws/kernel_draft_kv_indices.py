@@ -16,8 +16,8 @@ Steps i = 0 .. num_steps-1 are checked: the round's forwards are i <= num_steps-
 last step (every draft slot of the branch) is what SGLang's kernel also fills.
 
 Drawn in one input class per example (CLASSES: seq_len_one, page_aligned, batch_one, chain,
-single_step, plain): batch sizes 1-4 over a larger pool (rows in any order), ragged seq_lens (1, page
-aligned, anything up to 40, unequal within a batch), topk 1-4, steps 1-5, the page sizes
+single_step, plain): batch sizes 1-4 over a larger pool (rows in any order), ragged
+seq_lens (1, page aligned, anything up to 40, unequal within a batch), topk 1-4, steps 1-5, the page sizes
 the adapter accepts; req_to_token a permutation of whole pages (a page's slots consecutive,
 as a paged allocator gives them, so a page-granular reader is exact), so a wrong position is
 a wrong slot."""
