@@ -16,6 +16,7 @@ import argparse
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -212,6 +213,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-baseline", action="store_true",
                     help="skip the unmutated run (one that passed already on this machine)")
     args = ap.parse_args(argv)
+    # A time limit's SIGTERM unwinds like an exception, so an in-place edit is restored.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     import torch
     chosen = [m for m in MUTANTS if (not args.only or m.id in args.only)
               and (torch.cuda.is_available() or not m.cuda)]
@@ -225,7 +228,8 @@ def main(argv=None) -> int:
         rc, why, took = ((0, "", 0.0) if args.no_baseline else
                          gate(adapter, release if args.in_place else root))
         where = "in place" if args.in_place else f"checkout {root}"
-        print(f"baseline {adapter}@{release} ({where}): rc {rc} in {took:.0f} s"
+        print(f"baseline {adapter}@{release} ({where}): " + (
+            "skipped (--no-baseline)" if args.no_baseline else f"rc {rc} in {took:.0f} s")
               + ("" if rc == 0 else f": {why}"), flush=True)
         if rc != 0:
             return 1
