@@ -73,3 +73,30 @@ def test_every_law_passing_reports_no_flip():
     assert sweep_report.failing_runs(rows, LAW) == []
     assert "none: every law" in sweep_report.report(type("C", (), {"name": "x"}), rows,
                                                     wall_s=0.0, record=None)
+
+
+def test_a_laws_pass_merges_into_the_record_and_replaces_only_its_laws():
+    from harness.runners.sweep import merge
+    other = next(law for law in KERNEL_LAWS if law != LAW)
+    old = _row("FAIL (support)", {"m": "a1"})
+    old["failures"].append({"law": other, "replay": "old"})
+    new = {"status": "ran", "wall_s": 2.0, "cells": {LAW: "ok 8"}, "why_not": {},
+           "failures": [], "sources": {"m": "a2"}}
+    got = merge(old, new)
+    assert got["cells"][LAW] == "ok 8" and got["cells"][other] == "ok 8"
+    assert got["failures"] == [{"law": other, "replay": "old"}]
+    assert got["sources"] == {"m": "a2"} and got["wall_s"] == 3.0
+    assert [sorted(p["laws"]) for p in got["passes"]] == [sorted(KERNEL_LAWS), [LAW]]
+
+
+def test_a_version_span_takes_every_release_between_its_ends(monkeypatch):
+    from harness.runners import cli
+    every = ["0.1", "0.2", "0.3", "0.4"]
+    monkeypatch.setattr("harness.adapters.foreign.releases.every_release", lambda cls: every)
+    cls = type("K", (), {"DIST": "x", "SWEEP": ("0.4",)})
+    assert cli._sweep_versions(cls, "0.2..0.3") == ["0.2", "0.3"]
+    assert cli._sweep_versions(cls, "..0.2") == ["0.1", "0.2"]
+    assert cli._sweep_versions(cls, "0.3..") == ["0.3", "0.4"]
+    assert cli._sweep_versions(cls, None) == ["0.4"]
+    with pytest.raises(ValueError, match="'0.9' is not a release"):
+        cli._sweep_versions(cls, "0.2..0.9")
