@@ -8,7 +8,6 @@ is not installed ($SPECDEC_FOREIGN_DIR) is skipped: `python -m harness foreign i
 DIST==V` first."""
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 
 import pytest
@@ -16,18 +15,14 @@ import torch
 
 from harness.adapters.foreign.install import installed
 from harness.adapters.registry import kernel_class
-from harness.runners.kernel_findings import reproduces
+from harness.runners.kernel_findings import finding_scripts, reproduces
 
+SCRIPTS = finding_scripts()
 FINDINGS = pathlib.Path(__file__).resolve().parents[1] / "docs" / "findings"
-SCRIPTS = {p.stem: p for p in sorted(FINDINGS.glob("*.py"))
-           if p.stem.startswith(("sglang_", "vllm_"))}
 
 
 def _finding(name: str):
-    spec = importlib.util.spec_from_file_location(f"finding_{name}", SCRIPTS[name])
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return SCRIPTS[name]
 
 
 def _releases(pinned: bool):

@@ -1,5 +1,5 @@
 """The command line of `python -m harness check|repro|zoo|mixed|bench|acceptance|laws|foreign|
-sweep|gate-profile`
+sweep|findings|gate-profile`
 (harness/__main__.py is its entry)."""
 from __future__ import annotations
 
@@ -122,6 +122,14 @@ def _add_foreign_parsers(sub) -> None:
     s.add_argument("--examples", type=int, default=20, help="examples per law and release")
     s.add_argument("--budget", type=float, default=120.0, help="seconds per law and release")
     s.add_argument("--device", default=None)
+    f = sub.add_parser("findings", help="every recorded finding's case over several releases: "
+                       "finding x release, each finding's range")
+    f.add_argument("--engine", required=True, help="sglang-kernels or vllm-kernels")
+    f.add_argument("--versions", default=None, help="as sweep's: a list, `all` or `A..B`")
+    f.add_argument("--record", default=None, help="folder for one JSON per release")
+    f.add_argument("--discard", action="store_true",
+                   help="remove each release's install folder after it ran (pinned kept)")
+    f.add_argument("--device", default=None)
 
 
 def _add_laws_parser(sub) -> None:
@@ -252,6 +260,18 @@ def _run_sweep(ap, args, device: str, argv) -> int:
                  fresh=args.fresh)
 
 
+def _run_findings(ap, args, device: str, argv) -> int:
+    from harness.adapters.registry import parse
+    from harness.runners.findings_sweep import findings_sweep
+    try:
+        cls, _ = parse(args.engine)
+        versions = _sweep_versions(cls, args.versions)
+    except ValueError as exc:
+        ap.error(str(exc))
+    return findings_sweep(args.engine, versions=versions, device=device, record=args.record,
+                          discard=args.discard)
+
+
 def _sweep_versions(cls, spec: str | None) -> list[str]:
     """--versions: a list, `all`, or `A..B` (a span of every release, oldest first)."""
     if not spec:
@@ -355,6 +375,7 @@ _COMMANDS = {
     "zoo-table": _run_zoo_table,
     "foreign": _run_foreign,
     "sweep": _run_sweep,
+    "findings": _run_findings,
 }
 
 

@@ -5,12 +5,33 @@ installed first when missing. Exit 1 while the finding reproduces, 0 when the la
 release has it."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
+from pathlib import Path
 
 from harness.base.failure import OracleFailure
 from harness.runners.kernel_suite import run_case
 from harness.strategies.kernel_inputs import KernelCase
+
+
+FINDINGS = Path(__file__).resolve().parents[2] / "docs" / "findings"
+
+
+def finding_scripts(engine: str | None = None) -> dict:
+    """name -> the finding script's module (LAW, ENGINE, SEED, KNOBS, REPRODUCED_ON,
+    DEVICE), for every kernel finding in docs/findings (of `engine` when given); empty
+    where this checkout has no docs/findings (an installed package)."""
+    out = {}
+    for path in sorted(FINDINGS.glob("*.py")) if FINDINGS.is_dir() else ():
+        if not path.stem.startswith(("sglang_", "vllm_")):
+            continue
+        spec = importlib.util.spec_from_file_location(f"finding_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        if engine is None or module.ENGINE == engine:
+            out[path.stem] = module
+    return out
 
 
 def reproduces(law: str, engine: str, seed: int, knobs: dict,
