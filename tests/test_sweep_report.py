@@ -100,3 +100,15 @@ def test_a_version_span_takes_every_release_between_its_ends(monkeypatch):
     assert cli._sweep_versions(cls, None) == ["0.4"]
     with pytest.raises(ValueError, match="'0.9' is not a release"):
         cli._sweep_versions(cls, "0.2..0.9")
+
+
+def test_a_findings_range_counts_only_the_found_on_check_and_skips_na():
+    from harness.runners.findings_sweep import ranges
+    cells = {"1": "holds", "2": "reproduces (support)", "3": "n/a (law n/a)",
+             "4": "reproduces (support)", "5": "reproduces (crash)", "6": "holds"}
+    rows = {v: {"status": "ran", "cells": {"f": c}} for v, c in cells.items()}
+    assert ranges(rows, "f", found_on="4") == [
+        {"first": "2", "last": "4", "before": "1", "after": "5"}]
+    # without the found-on release in the sweep, any failure of the case counts
+    assert ranges(rows, "f", found_on="9") == [
+        {"first": "2", "last": "5", "before": "1", "after": "6"}]
