@@ -22,6 +22,10 @@ i's bad words land on the draft rows of the first requests in the batch whenever
 request has none; those requests lose tokens they are allowed, and request i keeps the ones
 it banned.
 
+Bisected over every release on this finding's own case (`python -m harness findings`,
+bench/results/findings-vllm-cpu-2026-11-28/REPORT.md): reproduces at its check (rejects_certain) on 0.11.1 to 0.13.0, holds from
+0.14.0 (0.11.0 and earlier fail the case at another check: the allowed-ids finding).
+
 Verdict: bug, fixed upstream by vllm-project/vllm PR #31908 ("[BugFix] Fix bad words with
 speculative decoding", merged 2026-01-07: "assumed the bad_words requests were always the
 first ones in the persistent batch"), which walks every request and skips those without bad

@@ -24,6 +24,9 @@ compute_probs applies temperature, top-k and top-p only. A request with allowed_
 or bad_words under speculative decoding can therefore emit a disallowed token at any
 accepted draft position.
 
+Bisected over every release on this finding's own case (`python -m harness findings`,
+bench/results/findings-vllm-cpu-2026-11-28/REPORT.md): reproduces on 0.8.1 to 0.11.0 (0.8.0 cannot run), holds from 0.11.1.
+
 Verdict: bug, fixed upstream: 0.11.1's RejectionSampler.forward takes the whole logits and
 applies the logits processors to the draft positions (apply_logits_processors: penalties,
 allowed ids through repeat_indices, apply_bad_words_with_drafts), the code of vllm-project/

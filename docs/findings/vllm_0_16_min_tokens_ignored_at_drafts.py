@@ -31,6 +31,10 @@ Where it reaches production: any V1 speculative method (EAGLE, n-gram, draft mod
 and a request with min_tokens > 0 (min_tokens is the processor speculation keeps:
 build_logitsprocs warns that min_p and logit_bias won't work with it, not min_tokens).
 
+Bisected over every release on this finding's own case (`python -m harness findings`,
+bench/results/findings-vllm-cpu-2026-11-28/REPORT.md): reproduces on 0.10.1 (the first release the adapter hands min tokens to) to
+0.16.0 at its check (accepts_zero_prob), holds from 0.17.0.
+
 Verdict: bug, fixed in 0.17.0 (PR #32642). Reproduced on 0.14.1 and 0.16.0; holds on 0.17.0,
 0.18.0 and 0.33.0: 0.16.0 and 0.17.0 are adjacent releases, and the sweep's source cache
 shows apply_with_spec_decode in rejection_sampler.py from 0.17.0 on. Releases before 0.14.1

@@ -24,6 +24,9 @@ and tests `temp == 0.0` in its kernels.
 Where it reaches production: MRV2 (VLLM_USE_V2_MODEL_RUNNER=1) with probabilistic rejection
 sampling turned on (the default there is strict), and any greedy request in the batch.
 
+Bisected over every release on this finding's own case (`python -m harness findings`,
+bench/results/findings-vllm-cpu-2026-11-28/REPORT.md): reproduces on 0.18.0 and 0.18.1, holds from 0.19.0 (n/a before).
+
 Verdict: bug in 0.18.0 and 0.18.1 (the releases with this signature), fixed in 0.19.0: the
 sweep (bench/results/sweep-vllm-cpu-2026-11-28/REPORT.md) fails kernel_chain_acceptance
 (greedy, variant mrv2) on both and passes 0.17.1 before and 0.19.0 after.

@@ -33,6 +33,10 @@ some draft position are all -inf after processing: a grammar that is terminated 
 the drafts before it (structured output reuses the failed state's bitmask), or allowed ids
 and bad words that exclude every token.
 
+Bisected over every release on this finding's own case (`python -m harness findings`,
+bench/results/findings-vllm-cpu-2026-11-28/REPORT.md): reproduces on every release from 0.25.0 (the first with block verification;
+n/a before) to 0.33.0.
+
 Verdict: bug, unfixed in the newest release checked (0.33.0). Reproduced on 0.25.0 (the
 oldest release of the adapter's sweep list with block verification), 0.29.0 and 0.33.0:
 this script and the standalone one over each release's folder, on CPU; 0.33.0 also on an

@@ -38,6 +38,9 @@ prompt start and stays in the cache after the request finishes, so later request
 attends to a corrupted key/value at position 1: lower acceptance, not wrong output (the
 target verifies every token).
 
+Bisected over every release on this finding's own case (`python -m harness findings`,
+bench/results/findings-vllm-cpu-2026-11-28/REPORT.md): reproduces on every release from 0.18.0 to 0.33.0, n/a before.
+
 Verdict: bug, unfixed in the newest release. The kernel is in every release from 0.18.0 to
 0.33.0 (the sweep's source cache: v1/spec_decode/utils.py of each release); reproduced on
 0.18.0, 0.19.0, 0.25.0, 0.29.0 and 0.33.0; 0.17.1 and earlier have no such function (n/a).

@@ -33,6 +33,12 @@ so its output is longer than non-speculative decoding would make it (greedy: a d
 output); with a sampler that keeps one token (top-k 1, low top-p) or a grammar that allows
 only EOS, the bonus is a token of probability 0.
 
+Bisected over every release on this finding's own case (`python -m harness findings`,
+bench/results/findings-vllm-cpu-2026-11-28/REPORT.md): reproduces at its check (support) on every release from 0.10.1 (the first the
+adapter hands min tokens to) to 0.33.0; 0.8.1-0.10.0 fail the case at the same check
+without min tokens handed over (another cause: the cases of the bad-words and
+min-tokens-at-drafts findings fail there the same way).
+
 Verdict: bug, unfixed in the newest release. Reproduced on 0.17.0, 0.18.0, 0.19.0, 0.25.0,
 0.29.0 and 0.33.0. Releases before 0.17.0 mask the bonus the same way (MinTokens' apply in
 the Sampler); there the drafts are not masked at all, the finding

@@ -17,6 +17,9 @@ What happens (0.9.0, vllm/v1/sample/rejection_sampler.py): the random kernel acc
 enough at serving scale to emit tokens outside the target's support (after top-k/top-p, a
 filtered-out token).
 
+Bisected over every release on this finding's own case (`python -m harness findings`,
+bench/results/findings-vllm-cpu-2026-11-28/REPORT.md): reproduces on 0.8.1 to 0.10.1.1 (0.8.0 cannot run), holds from 0.10.2.
+
 Verdict: bug, fixed upstream by vllm-project/vllm PR #23803 ("[BugFix][Spec Decode] Use
 float64 for uniform_probs", merged 2025-08-28; first released in 0.10.2):
 generate_uniform_probs draws float64 coins ("there's a non-negligible chance that
