@@ -79,6 +79,8 @@ def _server_context(block: bool) -> None:
     group = SimpleNamespace(world_size=1)
     ctx = importlib.import_module("sglang.srt.runtime_context")
     ctx.get_parallel = lambda: SimpleNamespace(tp_group=group, attn_tp_group=group)
+    # 0.5.17-0.5.22's eagle_sample asks the distributed module for its TP group instead.
+    importlib.import_module("sglang.srt.distributed").get_tp_group = lambda: group
     importlib.import_module("sglang.srt.layers.dp_attention").is_dp_attention_enabled = (
         lambda: False)
 
