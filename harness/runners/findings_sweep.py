@@ -24,6 +24,7 @@ from pathlib import Path
 from harness.base.failure import OracleFailure
 from harness.runners.kernel_findings import finding_scripts
 from harness.runners.kernel_suite import not_applicable, run_case
+from harness.runners.sweep import discard_install
 from harness.strategies.kernel_inputs import KernelCase
 
 
@@ -61,7 +62,6 @@ def run_release(cls, version: str, findings: dict, *, device: str, discard: bool
     from harness.adapters.foreign import install as inst
     from harness.adapters.foreign.remote import ForeignImportError
     from harness.adapters.registry import build_kernels
-    from harness.base.known import include_known  # noqa: F401  (the cases draw findings)
     engine = f"{cls.name}@{version}"
     print(f"== {engine}", file=out, flush=True)
     fresh = not inst.site_dir(cls.DIST, version).exists()
@@ -79,9 +79,7 @@ def run_release(cls, version: str, findings: dict, *, device: str, discard: bool
     row["wall_s"] = round(time.perf_counter() - t0, 1)
     for name, c in row.get("cells", {}).items():
         print(f"   {name:<64} {c}", file=out, flush=True)
-    if fresh and discard and version not in cls.SUPPORTED:
-        import shutil
-        shutil.rmtree(inst.site_dir(cls.DIST, version), ignore_errors=True)
+    discard_install(cls, version, fresh and discard)
     return row
 
 

@@ -98,7 +98,7 @@ def run_release(cls, version: str, *, device: str, examples: int, budget: float,
         row.update(status="cannot run", reason=str(exc).splitlines()[0],
                    wall_s=round(time.perf_counter() - t0, 1))
         print(f"   cannot run: {row['reason']}", file=out, flush=True)
-        _discard(cls, version, fresh and discard)
+        discard_install(cls, version, fresh and discard)
         return row
     row["install_s"] = round(time.perf_counter() - t0, 1)
     try:
@@ -117,7 +117,7 @@ def run_release(cls, version: str, *, device: str, examples: int, budget: float,
     for r in reports:
         print(f"   {r.law:<28} {r.cell}", file=out, flush=True)
     print_failures(reports, device, out)
-    _discard(cls, version, fresh and discard)
+    discard_install(cls, version, fresh and discard)
     return row
 
 
@@ -134,7 +134,8 @@ def _store_sources(texts: dict[str, str]) -> dict[str, str]:
     return out
 
 
-def _discard(cls, version: str, yes: bool) -> None:
+def discard_install(cls, version: str, yes: bool) -> None:
+    """Remove a release's install folder (when `yes`; never a pinned release's)."""
     from harness.adapters.foreign.install import site_dir
     if yes and version not in cls.SUPPORTED:
         shutil.rmtree(site_dir(cls.DIST, version), ignore_errors=True)
